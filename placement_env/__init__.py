@@ -1,0 +1,42 @@
+"""placement_env: device placement of TensorFlow training graphs as a reinforcement-learning benchmark.
+
+Public API (TensorFlow is imported only when a function that needs it is first used)::
+
+    import placement_env as pe
+    g = pe.load_benchmark("nmt")          # OpGraph of the paper's NMT training step
+    g = pe.from_tf(obj)                   # your own GraphDef / MetaGraph / tf.Graph / function / Keras model
+    c = pe.load_cluster("paper-2gpu")     # Cluster
+"""
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+from .errors import (ClusterConfigError, GraphFormatError, GraphImportError, NoTrainingOpError,
+                     PlacementEnvError, UnknownBenchmarkError, UnknownClusterError, UnknownShapeError)
+from .opgraph import DEVICE_KINDS, OpGraph
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "from_tf": "placement_env.tf_import",
+    "load_benchmark": "placement_env.benchmarks",
+    "benchmark_names": "placement_env.benchmarks",
+    "group_ops": "placement_env.grouping",
+    "Cluster": "placement_env.cluster",
+    "Device": "placement_env.cluster",
+    "load_cluster": "placement_env.cluster",
+}
+
+__all__ = [
+    "DEVICE_KINDS", "OpGraph", "PlacementEnvError", "GraphImportError", "NoTrainingOpError", "UnknownShapeError",
+    "UnknownBenchmarkError", "UnknownClusterError", "ClusterConfigError", "GraphFormatError", *_LAZY,
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'placement_env' has no attribute {name!r}")

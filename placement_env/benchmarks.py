@@ -1,0 +1,113 @@
+"""The benchmark graphs by name, built from code and cached on disk.
+
+Names: ``rnnlm``, ``nmt``, ``inception_v3`` (the paper's three models at paper scale), the same
+with ``-tiny`` (small, for tests), and ``synthetic:<seed>`` (random layered DAGs). Keyword
+parameters override the builder's (e.g. ``load_benchmark("nmt", batch=32)``).
+
+The imported, ungrouped graph is cached under ``$PLACEMENT_ENV_CACHE`` (default
+``~/.cache/placement_env``), keyed by name, parameters, TF version and builder version; grouping
+is recomputed on every load (it is deterministic and takes well under a second). A corrupt
+cache entry is rebuilt, never trusted.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from .errors import GraphFormatError, UnknownBenchmarkError
+from .grouping import DEFAULT_MAX_GROUPS, group_ops
+from .opgraph import FORMAT_VERSION, OpGraph
+
+PAPER_MODELS = ("rnnlm", "nmt", "inception_v3")
+_MODEL_MODULES = {name: f"placement_env.models.{name}" for name in (*PAPER_MODELS, "synthetic")}
+BUILDER_VERSION = 1  # bump when a builder changes the graphs it makes, to invalidate caches
+_SYNTHETIC = re.compile(r"synthetic:(\d+)")
+log = logging.getLogger(__name__)
+
+
+def benchmark_names() -> list[str]:
+    """The fixed benchmark names; ``synthetic:<seed>`` accepts any non-negative integer seed."""
+    return [*PAPER_MODELS, *(f"{m}-tiny" for m in PAPER_MODELS), "synthetic-tiny"]
+
+
+def cache_dir() -> Path:
+    """Where built graphs are cached: ``$PLACEMENT_ENV_CACHE`` or the user's cache directory."""
+    if "PLACEMENT_ENV_CACHE" in os.environ:
+        return Path(os.environ["PLACEMENT_ENV_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "placement_env"
+
+
+def load_benchmark(name: str, *, max_groups: int = DEFAULT_MAX_GROUPS, use_cache: bool = True,
+                   **params: Any) -> OpGraph:
+    """The OpGraph of benchmark ``name``, grouped into at most ``max_groups`` groups."""
+    model, base_params = _resolve(name)
+    builder = import_module(_MODEL_MODULES[model])
+    resolved = {**base_params, **params}
+    unknown = sorted(set(resolved) - set(builder.PAPER))
+    if unknown:
+        raise TypeError(f"benchmark {name!r} has no parameter(s) {unknown}; its parameters are {sorted(builder.PAPER)}")
+    path = cache_dir() / f"{name.replace(':', '-')}-{_cache_key(name, resolved)}.npz"
+    graph = _read_cache(path) if use_cache else None
+    if graph is None:
+        graph = _build(name, builder, resolved)
+        if use_cache:
+            graph.save(path)
+    return group_ops(graph, max_groups=max_groups)
+
+
+def _resolve(name: str) -> tuple[str, dict[str, Any]]:
+    """Model module and base parameters for a benchmark name."""
+    if not isinstance(name, str):
+        raise UnknownBenchmarkError(f"benchmark must be a name (str), got {type(name).__name__} {name!r}")
+    match = _SYNTHETIC.fullmatch(name)
+    if match:
+        builder = import_module(_MODEL_MODULES["synthetic"])
+        return "synthetic", {**builder.PAPER, "seed": int(match.group(1))}
+    model, _, variant = name.partition("-")
+    if model in _MODEL_MODULES and variant in ("", "tiny") and not (model == "synthetic" and not variant):
+        builder = import_module(_MODEL_MODULES[model])
+        return model, dict(builder.TINY if variant else builder.PAPER)
+    raise UnknownBenchmarkError(
+        f"unknown benchmark {name!r}; known: {', '.join(benchmark_names())}, or synthetic:<seed> "
+        "(a non-negative integer seed)"
+    )
+
+
+def _cache_key(name: str, params: dict[str, Any]) -> str:
+    import tensorflow as tf
+
+    key = json.dumps({"name": name, "params": params, "tf": tf.__version__, "builder": BUILDER_VERSION,
+                      "format": FORMAT_VERSION}, sort_keys=True)
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def _read_cache(path: Path) -> OpGraph | None:
+    if not path.exists():
+        return None
+    try:
+        return OpGraph.load(path)
+    except GraphFormatError as error:
+        log.warning("rebuilding %s: the cached graph is unreadable (%s)", path.name, error)
+        return None
+
+
+def _build(name: str, builder, params: dict[str, Any]) -> OpGraph:
+    from .tf_import.graphdef import graph_def_to_opgraph
+
+    with tqdm(total=2, desc=f"building {name}", unit="stage", leave=False) as progress:
+        step = builder.build(**params)
+        progress.update()
+        graph = graph_def_to_opgraph(
+            step.graph.as_graph_def(), name=name, fetches=step.fetches, init_op=step.init_op,
+            meta={"source": "benchmark", "benchmark": name, "params": step.params},
+        )
+        progress.update()
+    return graph

@@ -1,0 +1,90 @@
+"""Command line: ``placement-env`` / ``python -m placement_env``."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections import Counter
+
+import numpy as np
+
+from .errors import PlacementEnvError
+from .grouping import DEFAULT_MAX_GROUPS
+from .opgraph import DEVICE_KINDS, OpGraph
+
+DEFAULT_BENCHMARK = "nmt"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="placement-env", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    info = commands.add_parser("info", help="summarise a benchmark graph and its co-location groups")
+    info.add_argument("benchmark", nargs="?", default=DEFAULT_BENCHMARK,
+                      help=f"benchmark name, synthetic:<seed>, or a .npz OpGraph file (default: {DEFAULT_BENCHMARK})")
+    info.add_argument("--max-groups", type=int, default=DEFAULT_MAX_GROUPS, help="group count cap (default: %(default)s)")
+    info.add_argument("--top", type=int, default=10, help="how many op types and groups to list (default: %(default)s)")
+    clusters = commands.add_parser("cluster", help="describe a cluster preset, local:N, or a cluster JSON file")
+    clusters.add_argument("name", nargs="?", help="preset name (omit to list the presets)")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        if args.command == "info":
+            print(describe_graph(_load_graph(args.benchmark, args.max_groups), top=args.top))
+        else:
+            print(_describe_cluster(args.name))
+    except (PlacementEnvError, TypeError, ValueError) as error:
+        print(f"placement-env: error: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _load_graph(benchmark: str, max_groups: int) -> OpGraph:
+    if benchmark.endswith(".npz"):
+        from .grouping import group_ops
+
+        return group_ops(OpGraph.load(benchmark), max_groups=max_groups)
+    from .benchmarks import load_benchmark
+
+    return load_benchmark(benchmark, max_groups=max_groups)
+
+
+def _describe_cluster(name: str | None) -> str:
+    from .cluster import load_cluster, preset_names
+
+    if name is None:
+        return "cluster presets: " + ", ".join(preset_names()) + "\nalso: local:N, or a path to a cluster .json file"
+    return load_cluster(name).describe()
+
+
+def _mb(value: float) -> str:
+    return f"{value / 2**20:,.1f} MiB"
+
+
+def describe_graph(graph: OpGraph, top: int = 10) -> str:
+    """A text summary: sizes, op types, memory and the largest groups."""
+    grouping = graph.meta.get("grouping", {})
+    cpu_only = int(np.count_nonzero(graph.device_mask == 0b01))
+    lines = [
+        f"benchmark   {graph.name}",
+        f"ops         {graph.n_ops:,} ({cpu_only:,} CPU-only), edges {graph.n_edges:,} "
+        f"({int(graph.is_control_edge.sum()):,} control)",
+        f"groups      {graph.n_groups:,} (co-location components {grouping.get('colocation_components', '?'):,}, "
+        f"after heuristics {grouping.get('after_heuristics', '?'):,}, cap {grouping.get('max_groups', '?')})",
+        f"compute     {graph.flops.sum() / 1e9:,.1f} GFLOP estimated per step",
+        f"parameters  {_mb(graph.persistent_bytes.sum())} resident (variables and optimizer slots)",
+        f"activations {_mb(graph.output_bytes.sum())} produced per step (all op outputs; an upper bound on transient memory)",
+    ]
+    if graph.meta.get("params"):
+        lines.append("built with  " + ", ".join(f"{k}={v}" for k, v in sorted(graph.meta["params"].items())))
+    lines += ["", f"op types (top {top} of {len(set(graph.op_types.tolist()))}):"]
+    for op_type, count in Counter(graph.op_types.tolist()).most_common(top):
+        lines.append(f"  {op_type:<28}{count:>8,}")
+    lines += ["", f"largest groups by estimated compute (top {top}):",
+              f"  {'group':>5} {'ops':>6} {'GFLOP':>9} {'params':>12} {'outputs':>12}  kinds    first op"]
+    group_output = np.bincount(graph.group, weights=graph.op_output_bytes, minlength=graph.n_groups)
+    for g in np.argsort(-graph.group_flops, kind="stable")[:top]:
+        kinds = "+".join(k for bit, k in enumerate(DEVICE_KINDS) if graph.group_device_mask[g] >> bit & 1)
+        first = graph.op_names[graph.ops_of_group(g)[0]]
+        lines.append(f"  {g:>5} {graph.group_sizes[g]:>6,} {graph.group_flops[g] / 1e9:>9,.2f} "
+                     f"{_mb(graph.group_persistent_bytes[g]):>12} {_mb(group_output[g]):>12}  {kinds:<8} {first}")
+    return "\n".join(lines)

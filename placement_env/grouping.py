@@ -1,0 +1,155 @@
+"""Co-location groups: the units an agent places.
+
+Three stages, each keeping the ones before intact:
+
+1. Hard constraints (computed at import into ``OpGraph.colocation``): TF's ``_class`` loc:@
+   attributes and resource/reference edges. Ops of one component always share a group.
+2. The paper's heuristics: an op whose output has exactly one consumer joins that consumer, and
+   a source op (no inputs: constants, random inputs, variables' handles) joins its first consumer.
+   A merge never mixes device kinds and never makes a group heavier than the average group of
+   the target count, so gradient chains do not snowball into one giant group.
+3. Coarsening to at most ``max_groups``: rounds of heavy-edge matching on the group graph (merge
+   each group with the unmatched neighbour it exchanges the most bytes with, lightest groups
+   first), under a weight cap that doubles when a round cannot merge.
+
+Group weights are the ops' estimated FLOPs. Everything is deterministic: ties break by index.
+"""
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from .opgraph import OpGraph
+from .unionfind import UnionFind, renumber_by_first
+
+DEFAULT_MAX_GROUPS = 256  # TF's hierarchical placer used min(256, 20 x #devices)
+
+
+def group_ops(graph: OpGraph, max_groups: int = DEFAULT_MAX_GROUPS) -> OpGraph:
+    """Return ``graph`` with ops grouped into at most ``max_groups`` co-location groups."""
+    if isinstance(max_groups, bool) or not isinstance(max_groups, (int, np.integer)) or max_groups < 1:
+        raise ValueError(f"max_groups={max_groups!r}: must be a positive integer (the paper used a few hundred)")
+    weight = np.asarray(graph.flops, dtype=np.float64)
+    cap = max(weight.sum() / max_groups, 1.0)
+    labels = _heuristic_merges(graph, weight, cap)
+    hard_groups = int(graph.colocation.max()) + 1 if graph.n_ops else 0
+    heuristic_groups = int(labels.max()) + 1 if graph.n_ops else 0
+    labels = _coarsen(graph, labels, weight, max_groups, cap)
+    return graph.with_groups(
+        labels,
+        grouping={
+            "max_groups": int(max_groups),
+            "colocation_components": hard_groups,
+            "after_heuristics": heuristic_groups,
+        },
+    )
+
+
+def _heuristic_merges(graph: OpGraph, weight: np.ndarray, cap: float) -> np.ndarray:
+    sets = UnionFind(graph.colocation)
+    roots = np.array(sets.parent, dtype=np.int64)  # every op points at its component's first op
+    root_weight = np.bincount(roots, weights=weight, minlength=graph.n_ops).tolist()
+    masks = np.full(graph.n_ops, 0b11, dtype=np.uint8)
+    np.bitwise_and.at(masks, roots, graph.device_mask)
+    root_mask = masks.tolist()
+
+    def merge(a: int, b: int) -> None:
+        ra, rb = sets.find(a), sets.find(b)
+        if ra == rb or root_mask[ra] != root_mask[rb] or root_weight[ra] + root_weight[rb] > cap:
+            return
+        root = sets.union(ra, rb)
+        root_weight[root] = root_weight[ra] + root_weight[rb]
+        root_mask[root] = root_mask[ra]
+
+    data = ~graph.is_control_edge
+    consumers = _consumers_by_producer(graph.n_ops, graph.edge_src[data], graph.edge_dst[data])
+    has_inputs = np.zeros(graph.n_ops, dtype=bool)
+    has_inputs[graph.edge_dst] = True
+    for op in range(graph.n_ops):
+        targets = consumers[op]
+        if len(targets) == 1 or (not has_inputs[op] and len(targets) > 0):
+            merge(op, targets[0])
+    return sets.labels()
+
+
+def _consumers_by_producer(n: int, src: np.ndarray, dst: np.ndarray) -> list[list[int]]:
+    """Distinct consumers of each op, in ascending order."""
+    pairs = np.unique(np.stack([src, dst], axis=1), axis=0) if len(src) else np.zeros((0, 2), dtype=np.int64)
+    result: list[list[int]] = [[] for _ in range(n)]
+    for s, d in pairs.tolist():
+        result[s].append(d)
+    return result
+
+
+def _coarsen(graph: OpGraph, labels: np.ndarray, weight: np.ndarray, max_groups: int, cap: float) -> np.ndarray:
+    total = float(weight.sum())
+    cap *= 2
+    while labels.max() + 1 > max_groups:
+        k = int(labels.max()) + 1
+        partner = _match_heavy_edges(graph, labels, weight, k, k - max_groups, cap)
+        if partner is None:
+            if cap <= total:
+                cap *= 2
+                continue
+            partner = _match_in_order(graph, labels, k, k - max_groups)
+        labels = renumber_by_first(partner[labels])
+    return labels
+
+
+def _group_masks(graph: OpGraph, labels: np.ndarray, k: int) -> np.ndarray:
+    mask = np.full(k, 0b11, dtype=np.uint8)
+    np.bitwise_and.at(mask, labels, graph.device_mask)
+    return mask
+
+
+def _match_heavy_edges(graph, labels, weight, k, wanted, cap) -> np.ndarray | None:
+    """One matching round; returns each group's new representative, or None if nothing merged."""
+    group_weight = np.bincount(labels, weights=weight, minlength=k)
+    mask = _group_masks(graph, labels, k)
+    src, dst = labels[graph.edge_src], labels[graph.edge_dst]
+    cross = src != dst
+    bytes_ = graph.edge_bytes[cross].astype(np.float64) + 1.0  # control edges still bind a little
+    adjacency = sp.coo_matrix(
+        (np.concatenate([bytes_, bytes_]), (np.concatenate([src[cross], dst[cross]]), np.concatenate([dst[cross], src[cross]]))),
+        shape=(k, k),
+    ).tocsr()
+    adjacency.sum_duplicates()
+    partner = np.arange(k)
+    used = np.zeros(k, dtype=bool)
+    merges = 0
+    for g in np.lexsort((np.arange(k), group_weight)).tolist():
+        if used[g]:
+            continue
+        lo, hi = adjacency.indptr[g], adjacency.indptr[g + 1]
+        neighbours, traffic = adjacency.indices[lo:hi], adjacency.data[lo:hi]
+        ok = ~used[neighbours] & (mask[neighbours] == mask[g]) & (group_weight[neighbours] + group_weight[g] <= cap)
+        if not ok.any():
+            continue
+        neighbours, traffic = neighbours[ok], traffic[ok]
+        best = neighbours[np.lexsort((neighbours, group_weight[neighbours], -traffic))[0]]
+        used[g] = used[best] = True
+        partner[best] = g
+        merges += 1
+        if merges == wanted:
+            break
+    return partner if merges else None
+
+
+def _match_in_order(graph, labels, k, wanted) -> np.ndarray:
+    """Fallback when no edge can merge: pair consecutive groups of equal device kinds."""
+    mask = _group_masks(graph, labels, k)
+    partner = np.arange(k)
+    merges = 0
+    last_of_mask: dict[int, int] = {}
+    for g in range(k):
+        m = int(mask[g])
+        if m in last_of_mask:
+            partner[g] = last_of_mask.pop(m)
+            merges += 1
+            if merges == wanted:
+                return partner
+        else:
+            last_of_mask[m] = g
+    if merges == 0:  # one group per device-kind set and still too many: merge across kinds
+        partner[1] = 0
+    return partner

@@ -1,0 +1,190 @@
+"""NMT benchmark: a GNMT-like attention encoder-decoder, unrolled, one training step (paper: batch 64).
+
+Graph (TF1 graph mode, no feeds, no control flow, every shape static):
+
+- ``inputs``: source ids [batch, src_len] and target ids [batch, tgt_len + 1] drawn in-graph by
+  ``tf.random.uniform``; the decoder reads ``target[:, :-1]`` and predicts ``target[:, 1:]``.
+- ``encoder/embedding``: [src_vocab, hidden] table, one lookup, unstacked per source step (dense
+  gradient, see :func:`placement_env.models.lstm.embedding_lookup`; likewise for the decoder).
+- ``encoder/lstm_0``, ``encoder/lstm_1``: unrolled LSTM layers (:mod:`placement_env.models.lstm`).
+- ``attention/memory``, ``attention/keys``: the top encoder outputs stacked to [batch, src_len,
+  hidden] and projected once by W_k (the attention keys).
+- ``decoder/embedding``: [tgt_vocab, hidden] table, one lookup, unstacked per target step.
+- per decoder step t (decoder layers start from the encoder layers' final states):
+  - ``decoder/lstm_0/t<t>``: input [y_t ; ctx_{t-1}] (input feeding; ctx_{-1} = 0);
+  - ``attention/t<t>``: additive (Bahdanau) attention with the bottom decoder output as query,
+    score_s = v . tanh(keys_s + W_q h0_t), alpha = softmax(score), ctx_t = alpha @ memory;
+  - ``decoder/lstm_1/t<t>``: input [h0_t ; ctx_t] (the context feeds the upper layer, GNMT style);
+  - ``softmax/t<t>``: attentional output a_t = tanh(W_c [h1_t ; ctx_t]) (the context feeds the
+    output projection), logits = a_t W_o + b over the full target vocabulary, sparse
+    softmax cross-entropy.
+- ``loss``: mean cross-entropy over steps and batch; ``gradients/...``, ``train_step/...`` from
+  ``common.momentum_train_op`` (gradients co-located with their forward ops).
+
+Layer k+1 at step t depends only on layer k at step t and itself at t-1, so the layer-wise
+("expert", one layer per GPU) split can pipeline, as in the paper.
+
+Sizes (``PAPER``): batch 64, hidden = embedding = attention size 2048, source and target vocab
+160,000 each (word-level vocabularies of the time: Sutskever et al. 2014 used 160k/80k, GNMT's
+word model 212k/80k), source and target length 50, 2 encoder + 2 decoder layers. Parameters
+(1.17 G floats): embeddings 2 x 327.7M, softmax 327.8M, encoder LSTMs 2 x 33.6M, decoder LSTMs
+2 x 50.3M (inputs widened by the context), attention + output projection 16.8M.
+
+Why so large: the step must not fit one 12 GB GPU (the paper's single-GPU OOM), checked with
+:func:`estimate_step_memory` >= 14 GiB. With batch 64 the kept activations are only a few GiB
+(about 6 GiB here), so the estimate needs about a billion parameters; at hidden 1024 and a
+40k-60k vocabulary it stays under 4 GiB, at hidden 2048 with a 60k vocabulary under 10 GiB.
+The vocabulary (which mostly adds parameters, the [batch, vocab] softmax tensors and softmax
+FLOPs) was grown rather than the LSTMs, keeping the op count independent of it.
+
+Measured on the 2-core development machine (TF 2.21 CPU), PAPER: 17,598 ops, built in about 5 s
+(plus about 2.3 s to import TensorFlow); :func:`estimate_step_memory` = 14.7 GiB: 8.7 GiB
+parameters + momentum slots, 6.0 GiB activations kept for the backward pass (each weight's one
+shared read, the [batch, src_len, hidden] attention energies and the [batch, tgt_vocab]
+cross-entropy backprop tensors of every decoder step, the LSTM gates). TINY (batch 4, hidden 16,
+vocab 50, source length 4, target length 3) builds 1,558 ops in about 0.4 s.
+"""
+from __future__ import annotations
+
+import tensorflow as tf
+
+from placement_env.models import common
+from placement_env.models.lstm import LSTMLayer, check_params, embedding_lookup, reenter_scope
+
+__all__ = ["PAPER", "TINY", "build", "estimate_step_memory"]
+
+PAPER: dict = {
+    "batch": 64,
+    "hidden": 2048,
+    "src_vocab": 160000,
+    "tgt_vocab": 160000,
+    "src_len": 50,
+    "tgt_len": 50,
+}
+TINY: dict = {"batch": 4, "hidden": 16, "src_vocab": 50, "tgt_vocab": 50, "src_len": 4, "tgt_len": 3}
+
+
+def _variable(name: str, shape: list[int], zeros: bool = False) -> tf.Variable:
+    init = tf.compat.v1.zeros_initializer() if zeros else None
+    return tf.compat.v1.get_variable(name, shape=shape, dtype=tf.float32, initializer=init)
+
+
+def build(**params) -> common.TrainingStep:
+    """Build one NMT training step; keyword parameters default to :data:`PAPER`."""
+    p = check_params("nmt", PAPER, params)
+    batch, hidden = p["batch"], p["hidden"]
+    src_len, tgt_len = p["src_len"], p["tgt_len"]
+
+    graph = tf.Graph()
+    with graph.as_default():
+        with tf.compat.v1.name_scope("inputs"):
+            src = tf.random.uniform(
+                [batch, src_len], maxval=p["src_vocab"], dtype=tf.int32, name="source_ids"
+            )
+            tgt = tf.random.uniform(
+                [batch, tgt_len + 1], maxval=p["tgt_vocab"], dtype=tf.int32, name="target_ids"
+            )
+            tgt_in = tf.slice(tgt, [0, 0], [batch, tgt_len], name="decoder_input")
+            tgt_out = tf.slice(tgt, [0, 1], [batch, tgt_len], name="decoder_target")
+            labels = tf.unstack(tgt_out, num=tgt_len, axis=1, name="labels")
+
+        # ---- encoder -------------------------------------------------------------------------
+        with tf.compat.v1.variable_scope("encoder"):
+            with tf.compat.v1.variable_scope("embedding"):
+                table = _variable("embedding", [p["src_vocab"], hidden])
+                x = tf.unstack(embedding_lookup(table, src), num=src_len, axis=1, name="steps")
+            enc_states = []
+            for k in range(2):
+                layer = LSTMLayer(hidden, hidden, f"lstm_{k}")
+                x, final = layer.unroll(x)
+                enc_states.append(final)
+            enc_outputs = x
+
+        # ---- attention memory and keys -------------------------------------------------------
+        with tf.compat.v1.variable_scope("attention"):
+            att_scope = graph.get_name_scope()
+            w_k = tf.identity(_variable("key_kernel", [hidden, hidden]), name="read_key_kernel")
+            w_q = tf.identity(_variable("query_kernel", [hidden, hidden]), name="read_query_kernel")
+            v_a = tf.identity(_variable("score_vector", [hidden]), name="read_score_vector")
+            b_a = tf.identity(_variable("score_bias", [hidden], zeros=True), name="read_score_bias")
+            memory = tf.stack(enc_outputs, axis=1, name="memory")  # [batch, src_len, hidden]
+            flat = tf.reshape(memory, [batch * src_len, hidden], name="memory_flat")
+            keys = tf.nn.bias_add(tf.matmul(flat, w_k, name="keys_matmul"), b_a, name="keys_bias")
+            keys = tf.reshape(keys, [batch, src_len, hidden], name="keys")
+
+        # ---- decoder variables ---------------------------------------------------------------
+        with tf.compat.v1.variable_scope("decoder"):
+            with tf.compat.v1.variable_scope("embedding"):
+                table = _variable("embedding", [p["tgt_vocab"], hidden])
+                y = tf.unstack(embedding_lookup(table, tgt_in), num=tgt_len, axis=1, name="steps")
+            dec0 = LSTMLayer(2 * hidden, hidden, "lstm_0")  # input [y_t ; ctx_{t-1}]
+            dec1 = LSTMLayer(2 * hidden, hidden, "lstm_1")  # input [h0_t ; ctx_t]
+        with tf.compat.v1.variable_scope("softmax"):
+            sm_scope = graph.get_name_scope()
+            w_c = tf.identity(_variable("projection", [2 * hidden, hidden]), name="read_projection")
+            w_o = tf.identity(_variable("weights", [hidden, p["tgt_vocab"]]), name="read_weights")
+            b_o = tf.identity(_variable("bias", [p["tgt_vocab"]], zeros=True), name="read_bias")
+
+        with reenter_scope(att_scope):
+            ctx = tf.zeros([batch, hidden], dtype=tf.float32, name="initial_context")
+
+        # ---- unrolled decoder ----------------------------------------------------------------
+        s0, s1 = enc_states
+        losses = []
+        for t in range(tgt_len):
+            h0, s0 = dec0.step([y[t], ctx], s0)
+            with reenter_scope(att_scope), tf.compat.v1.name_scope(f"t{t}"):
+                q = tf.matmul(h0, w_q, name="query")
+                q = tf.expand_dims(q, 1, name="query_expand")  # [batch, 1, hidden]
+                energy = tf.tanh(tf.add(keys, q, name="energy_sum"), name="energy")
+                scores = tf.reduce_sum(tf.multiply(energy, v_a, name="energy_v"), axis=2, name="scores")
+                alpha = tf.nn.softmax(scores, axis=1, name="alignments")  # [batch, src_len]
+                alpha = tf.expand_dims(alpha, 1, name="alignments_expand")  # [batch, 1, src_len]
+                ctx = tf.matmul(alpha, memory, name="context_bmm")
+                ctx = tf.squeeze(ctx, axis=[1], name="context")  # [batch, hidden]
+            h1, s1 = dec1.step([h0, ctx], s1)
+            with reenter_scope(sm_scope), tf.compat.v1.name_scope(f"t{t}"):
+                hc = tf.concat([h1, ctx], axis=1, name="concat_context")
+                a = tf.tanh(tf.matmul(hc, w_c, name="projection_matmul"), name="attentional_output")
+                logits = tf.nn.bias_add(tf.matmul(a, w_o, name="matmul"), b_o, name="logits")
+                xent = tf.nn.sparse_softmax_cross_entropy_with_logits(
+                    labels=labels[t], logits=logits, name="xent"
+                )
+                losses.append(xent)
+
+        with tf.compat.v1.name_scope("loss"):
+            loss = tf.reduce_mean(tf.stack(losses, axis=0, name="per_step"), name="mean_xent")
+
+        train_op = common.momentum_train_op(loss)
+    return common.finish(graph, train_op, p)
+
+
+def _tensor_bytes(t) -> int:
+    """Bytes of a statically shaped tensor or variable (0 for resource / variant handles)."""
+    n = 0 if t.dtype in (tf.resource, tf.variant) else t.dtype.size
+    for d in t.shape:
+        n *= int(d)
+    return n
+
+
+def estimate_step_memory(step_or_graph) -> dict[str, int]:
+    """Rough peak memory of one training step, in bytes.
+
+    ``parameters`` = 2 x the bytes of every trainable variable (weights + momentum slots);
+    ``activations`` = bytes of every forward-op output (op name not under ``gradients/``) that at
+    least one gradient op (name under ``gradients/``) consumes, i.e. what the backward pass keeps
+    alive; ``total`` = their sum. Gradients and transient tensors are not counted. Each weight's
+    single shared read (``<scope>/read_*``, consumed by the gradient matmuls) counts as an
+    activation, as TF does keep it alive for the backward pass. Accepts a TrainingStep or a Graph.
+    """
+    graph = step_or_graph.graph if hasattr(step_or_graph, "graph") else step_or_graph
+    with graph.as_default():
+        params = 2 * sum(_tensor_bytes(v) for v in tf.compat.v1.trainable_variables())
+    kept = 0
+    for op in graph.get_operations():
+        if op.name.startswith("gradients/"):
+            continue
+        for out in op.outputs:
+            if any(c.name.startswith("gradients/") for c in out.consumers()):
+                kept += _tensor_bytes(out)
+    return {"parameters": params, "activations": kept, "total": params + kept}

@@ -1,0 +1,85 @@
+"""RNNLM benchmark: a 2-layer LSTM language model, unrolled, one training step (paper: batch 64).
+
+Graph (TF1 graph mode, no feeds, no control flow, every shape static):
+
+- ``inputs``: token ids ``[batch, num_steps + 1]`` drawn in-graph by ``tf.random.uniform``;
+  the model reads ``ids[:, :-1]`` and predicts ``ids[:, 1:]``.
+- ``embedding``: variable ``embedding/embedding`` [vocab, hidden], one lookup, unstacked into
+  ``num_steps`` tensors of [batch, hidden]; its gradient is made dense
+  (:func:`placement_env.models.lstm.embedding_lookup`) so that no tensor has an unknown shape.
+- ``lstm_0``, ``lstm_1``: hand-written LSTM layers (:mod:`placement_env.models.lstm`), unrolled;
+  step ``t`` of layer ``k`` is under ``lstm_<k>/t<t>/``.
+- ``softmax``: per time step, full softmax over the vocabulary (``softmax/t<t>/logits`` =
+  h @ W [hidden, vocab] + b) and sparse softmax cross-entropy against the next token.
+- ``loss``: mean cross-entropy over all steps and the batch.
+- ``gradients/...`` and ``train_step/...``: ``common.momentum_train_op`` (momentum SGD, gradients
+  co-located with their forward ops).
+
+The softmax is per step (not one big matmul over the concatenated outputs) so that, as in the
+paper's unrolled graphs, the softmax of step t can overlap the LSTM of later steps.
+
+Sizes (``PAPER``): batch 64, hidden 2048 (embedding size = hidden), vocab 40,000, 35 unrolled
+steps, 2 layers. This is the shape of the large LSTM LMs of the time (2048-unit layers, a
+vocabulary of tens of thousands of words; 35 steps is the classic PTB "large" unroll) and gives
+about 5,000 ops. Parameters (0.23 G floats): LSTMs 2 x 33.6M, embedding 81.9M, softmax 81.9M;
+with the momentum slots 1.7 GiB, and about 1.2 GiB of activations kept for the backward pass
+(the ``estimate_step_memory`` rule of :mod:`placement_env.models.nmt`: 2.9 GiB in all), so, as in
+the paper, one step fits one 12 GB GPU.
+
+Measured on the 2-core development machine (TF 2.21 CPU): PAPER builds 5,022 ops in about 1.5 s
+(plus about 2.3 s to import TensorFlow); TINY (batch 4, hidden 16, vocab 50, 4 steps) builds 724
+ops in about 0.2 s.
+"""
+from __future__ import annotations
+
+import tensorflow as tf
+
+from placement_env.models import common
+from placement_env.models.lstm import check_params, embedding_lookup, stacked_lstm
+
+__all__ = ["PAPER", "TINY", "build"]
+
+PAPER: dict = {"batch": 64, "hidden": 2048, "vocab": 40000, "num_steps": 35, "num_layers": 2}
+TINY: dict = {"batch": 4, "hidden": 16, "vocab": 50, "num_steps": 4, "num_layers": 2}
+
+
+def build(**params) -> common.TrainingStep:
+    """Build one RNNLM training step; keyword parameters default to :data:`PAPER`."""
+    p = check_params("rnnlm", PAPER, params)
+    batch, hidden, vocab, steps = p["batch"], p["hidden"], p["vocab"], p["num_steps"]
+
+    graph = tf.Graph()
+    with graph.as_default():
+        with tf.compat.v1.name_scope("inputs"):
+            ids = tf.random.uniform([batch, steps + 1], maxval=vocab, dtype=tf.int32, name="token_ids")
+            source = tf.slice(ids, [0, 0], [batch, steps], name="source")
+            target = tf.slice(ids, [0, 1], [batch, steps], name="target")
+            labels = tf.unstack(target, num=steps, axis=1, name="labels")
+
+        with tf.compat.v1.variable_scope("embedding"):
+            table = tf.compat.v1.get_variable("embedding", shape=[vocab, hidden], dtype=tf.float32)
+            embedded = embedding_lookup(table, source, name="lookup")  # [batch, steps, hidden]
+            step_inputs = tf.unstack(embedded, num=steps, axis=1, name="steps")
+
+        outputs, _, _ = stacked_lstm(step_inputs, hidden, p["num_layers"], prefix="lstm_")
+
+        losses = []
+        with tf.compat.v1.variable_scope("softmax"):
+            w = tf.compat.v1.get_variable("weights", shape=[hidden, vocab], dtype=tf.float32)
+            b = tf.compat.v1.get_variable(
+                "bias", shape=[vocab], dtype=tf.float32, initializer=tf.compat.v1.zeros_initializer()
+            )
+            w_t = tf.identity(w, name="read_weights")
+            b_t = tf.identity(b, name="read_bias")
+            for t, (h, y) in enumerate(zip(outputs, labels)):
+                with tf.compat.v1.name_scope(f"t{t}"):
+                    logits = tf.nn.bias_add(tf.matmul(h, w_t, name="matmul"), b_t, name="logits")
+                    losses.append(
+                        tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits, name="xent")
+                    )
+
+        with tf.compat.v1.name_scope("loss"):
+            loss = tf.reduce_mean(tf.stack(losses, axis=0, name="per_step"), name="mean_xent")
+
+        train_op = common.momentum_train_op(loss)
+    return common.finish(graph, train_op, p)

@@ -1,0 +1,36 @@
+"""Shared fixtures: a private graph cache per test session, and small TF graphs."""
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_cache(tmp_path_factory):
+    """Builds in tests go to a fresh cache, so cold builds are exercised and user caches untouched."""
+    previous = os.environ.get("PLACEMENT_ENV_CACHE")
+    os.environ["PLACEMENT_ENV_CACHE"] = str(tmp_path_factory.mktemp("graph_cache"))
+    yield
+    if previous is None:
+        os.environ.pop("PLACEMENT_ENV_CACHE", None)
+    else:
+        os.environ["PLACEMENT_ENV_CACHE"] = previous
+
+
+@pytest.fixture()
+def tf1_mlp():
+    """A TF1-style two-layer MLP training step (momentum SGD, co-located gradients)."""
+    import tensorflow as tf
+
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.random.uniform([16, 32], name="x")
+        w1 = tf.compat.v1.get_variable("w1", [32, 64])
+        w2 = tf.compat.v1.get_variable("w2", [64, 8])
+        hidden = tf.nn.relu(tf.matmul(x, w1))
+        loss = tf.reduce_mean(tf.square(tf.matmul(hidden, w2)), name="loss")
+        train = tf.compat.v1.train.MomentumOptimizer(0.1, 0.9).minimize(loss, colocate_gradients_with_ops=True)
+        tf.compat.v1.add_to_collection("train_op", train)
+        init = tf.compat.v1.global_variables_initializer()
+    return graph, train.name, init.name

@@ -1,0 +1,82 @@
+import time
+
+import numpy as np
+import pytest
+
+import placement_env as pe
+from placement_env import UnknownBenchmarkError
+from placement_env.benchmarks import PAPER_MODELS, cache_dir
+from tf_helpers import assert_hard_constraints, run_step
+
+GIB = 2**30
+
+
+def test_unknown_names_list_the_known_ones():
+    with pytest.raises(UnknownBenchmarkError, match=r"unknown benchmark 'resnet'.*rnnlm.*synthetic:<seed>"):
+        pe.load_benchmark("resnet")
+    with pytest.raises(UnknownBenchmarkError):
+        pe.load_benchmark("synthetic:-1")
+    with pytest.raises(UnknownBenchmarkError):
+        pe.load_benchmark("nmt-huge")
+    with pytest.raises(TypeError, match="no parameter.*'hiddn'"):
+        pe.load_benchmark("rnnlm-tiny", hiddn=3)
+
+
+@pytest.mark.parametrize("name", [f"{m}-tiny" for m in PAPER_MODELS] + ["synthetic-tiny"])
+def test_tiny_benchmarks_build_group_and_run(name):
+    graph = pe.load_benchmark(name, max_groups=32)
+    assert graph.name == name
+    assert graph.n_ops > 100 and 2 <= graph.n_groups <= 32
+    assert graph.persistent_bytes.sum() > 0
+    assert graph.feeds == ()  # inputs are generated in-graph
+    assert_hard_constraints(graph)
+    run_step(graph, steps=1)
+
+
+def test_cache_hit_and_corrupt_entry_rebuilt():
+    first = pe.load_benchmark("rnnlm-tiny")
+    entries = list(cache_dir().glob("rnnlm-tiny-*.npz"))
+    assert len(entries) == 1
+    started = time.perf_counter()
+    again = pe.load_benchmark("rnnlm-tiny")
+    assert again == first and time.perf_counter() - started < 2.0
+    entries[0].write_bytes(b"garbage")
+    rebuilt = pe.load_benchmark("rnnlm-tiny")
+    assert rebuilt == first
+    assert pe.OpGraph.load(entries[0]).n_ops == first.n_ops  # the entry was rewritten whole
+
+
+def test_parameters_change_the_cache_key():
+    small = pe.load_benchmark("synthetic:3", layers=3, width=2, dim=8, batch=2)
+    other = pe.load_benchmark("synthetic:4", layers=3, width=2, dim=8, batch=2)
+    wider = pe.load_benchmark("synthetic:3", layers=3, width=4, dim=8, batch=2)
+    assert not np.array_equal(small.op_names, other.op_names) or small.n_edges != other.n_edges
+    assert wider.n_ops > small.n_ops
+    assert small.meta["params"]["seed"] == 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", PAPER_MODELS)
+def test_paper_benchmarks_at_paper_scale(name):
+    started = time.perf_counter()
+    graph = pe.load_benchmark(name)
+    elapsed = time.perf_counter() - started
+    print(f"{name}: {graph.n_ops} ops, {graph.n_groups} groups, cold build {elapsed:.1f} s")
+    assert 1_000 <= graph.n_ops <= 60_000
+    assert 2 <= graph.n_groups <= 256
+    assert_hard_constraints(graph)
+    batch = {"rnnlm": 64, "nmt": 64, "inception_v3": 32}[name]
+    assert graph.meta["params"]["batch"] == batch
+
+
+@pytest.mark.slow
+def test_nmt_does_not_fit_one_12gb_gpu():
+    """Parameters, momentum slots, gradients and the activations kept for backward exceed 12 GiB."""
+    graph = pe.load_benchmark("nmt")
+    forward = ~np.char.startswith(graph.op_names.astype(str), "gradients/")
+    data = ~graph.is_control_edge
+    kept = data & forward[graph.edge_src] & ~forward[graph.edge_dst]
+    outputs = np.unique(graph.output_ptr[graph.edge_src[kept]] + graph.edge_src_output[kept])
+    activation_bytes = graph.output_bytes[outputs].sum()
+    resident = graph.persistent_bytes.sum()
+    assert resident + activation_bytes > 12 * GIB, (resident / GIB, activation_bytes / GIB)

@@ -1,0 +1,45 @@
+"""Helpers for tests that look at the TF side of an imported OpGraph."""
+import numpy as np
+import tensorflow as tf
+
+import placement_env as pe
+
+
+def tf_graph_of(graph: pe.OpGraph) -> tf.Graph:
+    """The TF graph an OpGraph carries, imported into a fresh tf.Graph."""
+    graph_def = tf.compat.v1.GraphDef()
+    graph_def.ParseFromString(graph.graph_def)
+    tf_graph = tf.Graph()
+    with tf_graph.as_default():
+        tf.graph_util.import_graph_def(graph_def, name="")
+    return tf_graph
+
+
+def run_step(graph: pe.OpGraph, steps: int = 2) -> None:
+    """Execute the imported GraphDef on its own: initialise, then run the step."""
+    feed = {f"{f['name']}:0": np.zeros(f["shape"], f["dtype"]) for f in graph.feeds}
+    with tf.compat.v1.Session(graph=tf_graph_of(graph)) as session:
+        session.run(graph.init_op)
+        for _ in range(steps):
+            session.run(graph.train_op, feed)
+
+
+def assert_hard_constraints(graph: pe.OpGraph) -> None:
+    """Every `_class` loc:@ target and every resource/ref producer shares its consumer's group."""
+    ops = {op.name: op for op in tf_graph_of(graph).get_operations()}
+    names = graph.op_names.tolist()
+    index = {name: i for i, name in enumerate(names)}
+    for i, name in enumerate(names):
+        op = ops[name]
+        try:
+            classes = op.get_attr("_class")
+        except ValueError:
+            classes = []
+        for target in classes:
+            j = index.get(target.decode()[len("loc:@"):])
+            if j is not None:
+                assert graph.group[j] == graph.group[i], (name, target)
+        for tensor in op.inputs:
+            if tensor.dtype.base_dtype == tf.resource or tensor.dtype._is_ref_dtype:
+                assert graph.group[index[tensor.op.name]] == graph.group[i], (name, tensor.name)
+    assert np.bincount(graph.group).min() >= 1 and len(graph.group) == graph.n_ops
