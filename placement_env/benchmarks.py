@@ -12,6 +12,7 @@ cache entry is rebuilt, never trusted.
 from __future__ import annotations
 
 import hashlib
+from importlib import metadata
 import json
 import logging
 import os
@@ -24,10 +25,10 @@ from tqdm.auto import tqdm
 
 from .errors import GraphFormatError, UnknownBenchmarkError
 from .grouping import DEFAULT_MAX_GROUPS, group_ops
+from .models.sizes import PARAMS, SYNTHETIC_PAPER
 from .opgraph import FORMAT_VERSION, OpGraph
 
 PAPER_MODELS = ("rnnlm", "nmt", "inception_v3")
-_MODEL_MODULES = {name: f"placement_env.models.{name}" for name in (*PAPER_MODELS, "synthetic")}
 BUILDER_VERSION = 1  # bump when a builder changes the graphs it makes, to invalidate caches
 _SYNTHETIC = re.compile(r"synthetic:(\d+)")
 log = logging.getLogger(__name__)
@@ -49,15 +50,14 @@ def load_benchmark(name: str, *, max_groups: int = DEFAULT_MAX_GROUPS, use_cache
                    **params: Any) -> OpGraph:
     """The OpGraph of benchmark ``name``, grouped into at most ``max_groups`` groups."""
     model, base_params = _resolve(name)
-    builder = import_module(_MODEL_MODULES[model])
     resolved = {**base_params, **params}
-    unknown = sorted(set(resolved) - set(builder.PAPER))
+    unknown = sorted(set(resolved) - set(base_params))
     if unknown:
-        raise TypeError(f"benchmark {name!r} has no parameter(s) {unknown}; its parameters are {sorted(builder.PAPER)}")
+        raise TypeError(f"benchmark {name!r} has no parameter(s) {unknown}; its parameters are {sorted(base_params)}")
     path = cache_dir() / f"{name.replace(':', '-')}-{_cache_key(name, resolved)}.npz"
     graph = _read_cache(path) if use_cache else None
     if graph is None:
-        graph = _build(name, builder, resolved)
+        graph = _build(name, import_module(f"placement_env.models.{model}"), resolved)
         if use_cache:
             graph.save(path)
     return group_ops(graph, max_groups=max_groups)
@@ -69,22 +69,31 @@ def _resolve(name: str) -> tuple[str, dict[str, Any]]:
         raise UnknownBenchmarkError(f"benchmark must be a name (str), got {type(name).__name__} {name!r}")
     match = _SYNTHETIC.fullmatch(name)
     if match:
-        builder = import_module(_MODEL_MODULES["synthetic"])
-        return "synthetic", {**builder.PAPER, "seed": int(match.group(1))}
+        return "synthetic", {**SYNTHETIC_PAPER, "seed": int(match.group(1))}
     model, _, variant = name.partition("-")
-    if model in _MODEL_MODULES and variant in ("", "tiny") and not (model == "synthetic" and not variant):
-        builder = import_module(_MODEL_MODULES[model])
-        return model, dict(builder.TINY if variant else builder.PAPER)
+    if model in PARAMS and variant in ("", "tiny") and name != "synthetic":
+        paper, tiny = PARAMS[model]
+        return model, dict(tiny if variant else paper)
     raise UnknownBenchmarkError(
         f"unknown benchmark {name!r}; known: {', '.join(benchmark_names())}, or synthetic:<seed> "
         "(a non-negative integer seed)"
     )
 
 
-def _cache_key(name: str, params: dict[str, Any]) -> str:
+def _tensorflow_version() -> str:
+    """Installed TensorFlow version, read without importing TensorFlow (which takes seconds)."""
+    for distribution in ("tensorflow", "tensorflow-cpu", "tf-nightly"):
+        try:
+            return metadata.version(distribution)
+        except metadata.PackageNotFoundError:
+            continue
     import tensorflow as tf
 
-    key = json.dumps({"name": name, "params": params, "tf": tf.__version__, "builder": BUILDER_VERSION,
+    return tf.__version__
+
+
+def _cache_key(name: str, params: dict[str, Any]) -> str:
+    key = json.dumps({"name": name, "params": params, "tf": _tensorflow_version(), "builder": BUILDER_VERSION,
                       "format": FORMAT_VERSION}, sort_keys=True)
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 

@@ -8,7 +8,8 @@ Three stages, each keeping the ones before intact:
    a source op (no inputs: constants, random inputs, variables' handles) joins its first consumer.
    A merge never mixes device kinds and never makes a group heavier than the average group of
    the target count, so gradient chains do not snowball into one giant group.
-3. Coarsening to at most ``max_groups``: rounds of heavy-edge matching on the group graph (merge
+3. Coarsening to at most ``max_groups``: groups with next to no compute (NoOps, constants) fold
+   into the neighbour they exchange the most bytes with; then rounds of heavy-edge matching on the group graph (merge
    each group with the unmatched neighbour it exchanges the most bytes with, lightest groups
    first), under a weight cap that doubles when a round cannot merge.
 
@@ -23,6 +24,7 @@ from .opgraph import OpGraph
 from .unionfind import UnionFind, renumber_by_first
 
 DEFAULT_MAX_GROUPS = 256  # TF's hierarchical placer used min(256, 20 x #devices)
+TINY_SHARE = 0.02  # a group under this share of the average weight is folded into a neighbour
 
 
 def group_ops(graph: OpGraph, max_groups: int = DEFAULT_MAX_GROUPS) -> OpGraph:
@@ -83,6 +85,8 @@ def _consumers_by_producer(n: int, src: np.ndarray, dst: np.ndarray) -> list[lis
 
 def _coarsen(graph: OpGraph, labels: np.ndarray, weight: np.ndarray, max_groups: int, cap: float) -> np.ndarray:
     total = float(weight.sum())
+    if labels.max() + 1 > max_groups:
+        labels = _absorb_tiny_groups(graph, labels, weight, TINY_SHARE * cap)
     cap *= 2
     while labels.max() + 1 > max_groups:
         k = int(labels.max()) + 1
@@ -96,6 +100,39 @@ def _coarsen(graph: OpGraph, labels: np.ndarray, weight: np.ndarray, max_groups:
     return labels
 
 
+def _group_adjacency(graph: OpGraph, labels: np.ndarray, k: int) -> sp.csr_matrix:
+    """Symmetric group-by-group matrix of bytes exchanged (+1 per edge, so control edges count)."""
+    src, dst = labels[graph.edge_src], labels[graph.edge_dst]
+    cross = src != dst
+    traffic = graph.edge_bytes[cross].astype(np.float64) + 1.0
+    rows = np.concatenate([src[cross], dst[cross]])
+    cols = np.concatenate([dst[cross], src[cross]])
+    adjacency = sp.coo_matrix((np.concatenate([traffic, traffic]), (rows, cols)), shape=(k, k)).tocsr()
+    adjacency.sum_duplicates()
+    return adjacency
+
+
+def _absorb_tiny_groups(graph: OpGraph, labels: np.ndarray, weight: np.ndarray, tiny: float) -> np.ndarray:
+    """Each group lighter than ``tiny`` joins its same-kind neighbour with the most traffic.
+
+    Every tiny group links to one neighbour, so the links form trees with at most one heavy
+    group each: two heavy groups are never merged through a tiny one.
+    """
+    k = int(labels.max()) + 1
+    group_weight = np.bincount(labels, weights=weight, minlength=k)
+    mask = _group_masks(graph, labels, k)
+    adjacency = _group_adjacency(graph, labels, k)
+    sets = UnionFind(k)
+    for g in np.flatnonzero(group_weight <= tiny).tolist():
+        lo, hi = adjacency.indptr[g], adjacency.indptr[g + 1]
+        neighbours, traffic = adjacency.indices[lo:hi], adjacency.data[lo:hi]
+        same_kind = mask[neighbours] == mask[g]
+        if same_kind.any():
+            neighbours, traffic = neighbours[same_kind], traffic[same_kind]
+            sets.union(g, int(neighbours[np.lexsort((neighbours, -traffic))[0]]))
+    return renumber_by_first(sets.labels()[labels])
+
+
 def _group_masks(graph: OpGraph, labels: np.ndarray, k: int) -> np.ndarray:
     mask = np.full(k, 0b11, dtype=np.uint8)
     np.bitwise_and.at(mask, labels, graph.device_mask)
@@ -106,14 +143,7 @@ def _match_heavy_edges(graph, labels, weight, k, wanted, cap) -> np.ndarray | No
     """One matching round; returns each group's new representative, or None if nothing merged."""
     group_weight = np.bincount(labels, weights=weight, minlength=k)
     mask = _group_masks(graph, labels, k)
-    src, dst = labels[graph.edge_src], labels[graph.edge_dst]
-    cross = src != dst
-    bytes_ = graph.edge_bytes[cross].astype(np.float64) + 1.0  # control edges still bind a little
-    adjacency = sp.coo_matrix(
-        (np.concatenate([bytes_, bytes_]), (np.concatenate([src[cross], dst[cross]]), np.concatenate([dst[cross], src[cross]]))),
-        shape=(k, k),
-    ).tocsr()
-    adjacency.sum_duplicates()
+    adjacency = _group_adjacency(graph, labels, k)
     partner = np.arange(k)
     used = np.zeros(k, dtype=bool)
     merges = 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import tensorflow as tf
 
 
@@ -40,3 +41,10 @@ def finish(graph: tf.Graph, train_op: tf.Operation, params: dict[str, Any]) -> T
     losses = graph.get_collection(LOSS_COLLECTION)
     return TrainingStep(graph=graph, train_op=train_op.name, init_op=init.name, params=dict(params),
                         loss=losses[0].name if losses else "")
+
+
+def require_int(model: str, name: str, value: Any, minimum: int = 1) -> int:
+    """``value`` as an int, or a ValueError naming the parameter and the accepted range."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise ValueError(f"{model}: {name}={value!r}; expected an integer >= {minimum}")
+    return int(value)

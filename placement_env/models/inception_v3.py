@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from .sizes import INCEPTION_V3_PAPER as PAPER, INCEPTION_V3_TINY as TINY  # noqa: F401 (the module's sizes)
 from . import common
 
 BLOCKS: tuple[str, ...] = (
@@ -69,23 +70,6 @@ BLOCKS: tuple[str, ...] = (
     "loss",
 )
 
-PAPER: dict = {
-    "image_size": 299,
-    "batch": 32,
-    "num_classes": 1000,
-    "depth_multiplier": 1.0,
-    "min_depth": 16,
-    "dropout_keep_prob": 0.8,
-}
-
-TINY: dict = {
-    "image_size": 75,
-    "batch": 2,
-    "num_classes": 10,
-    "depth_multiplier": 0.1,
-    "min_depth": 8,
-    "dropout_keep_prob": 0.8,
-}
 
 MIN_IMAGE_SIZE = 75  # below this Mixed_7a's stride-2 VALID convolutions get an empty map
 
@@ -234,8 +218,7 @@ def _mixed_7(b: _Builder, x):
 def _check(image_size, batch, num_classes, depth_multiplier, min_depth, dropout_keep_prob):
     for name, value, low in (("image_size", image_size, MIN_IMAGE_SIZE), ("batch", batch, 1),
                              ("num_classes", num_classes, 2), ("min_depth", min_depth, 1)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise ValueError(f"inception_v3: {name}={value!r}; expected an integer >= {low}")
+        common.require_int("inception_v3", name, value, low)
     if not isinstance(depth_multiplier, (int, float)) or not depth_multiplier > 0:
         raise ValueError(f"inception_v3: depth_multiplier={depth_multiplier!r}; expected a number > 0")
     if not isinstance(dropout_keep_prob, (int, float)) or not 0 < dropout_keep_prob <= 1:

@@ -24,6 +24,8 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 
+from .common import require_int
+
 __all__ = ["LSTMLayer", "stacked_lstm", "zero_state", "reenter_scope", "embedding_lookup", "check_params"]
 
 
@@ -186,7 +188,5 @@ def check_params(name: str, defaults: dict, params: dict) -> dict:
     merged.update(params)
     for key, value in merged.items():
         if isinstance(defaults[key], int) and not isinstance(defaults[key], bool):
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name}.build(): parameter {key!r} must be a positive int, got {value!r}")
-            merged[key] = int(value)
+            merged[key] = require_int(name, key, value)
     return merged

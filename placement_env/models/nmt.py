@@ -48,20 +48,11 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from placement_env.models import common
-from placement_env.models.lstm import LSTMLayer, check_params, embedding_lookup, reenter_scope
+from . import common
+from .sizes import NMT_PAPER as PAPER, NMT_TINY as TINY  # noqa: F401 (the module's sizes)
+from .lstm import LSTMLayer, check_params, embedding_lookup, reenter_scope
 
 __all__ = ["PAPER", "TINY", "build", "estimate_step_memory"]
-
-PAPER: dict = {
-    "batch": 64,
-    "hidden": 2048,
-    "src_vocab": 160000,
-    "tgt_vocab": 160000,
-    "src_len": 50,
-    "tgt_len": 50,
-}
-TINY: dict = {"batch": 4, "hidden": 16, "src_vocab": 50, "tgt_vocab": 50, "src_len": 4, "tgt_len": 3}
 
 
 def _variable(name: str, shape: list[int], zeros: bool = False) -> tf.Variable:

@@ -34,13 +34,11 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from placement_env.models import common
-from placement_env.models.lstm import check_params, embedding_lookup, stacked_lstm
+from . import common
+from .sizes import RNNLM_PAPER as PAPER, RNNLM_TINY as TINY  # noqa: F401 (the module's sizes)
+from .lstm import check_params, embedding_lookup, stacked_lstm
 
 __all__ = ["PAPER", "TINY", "build"]
-
-PAPER: dict = {"batch": 64, "hidden": 2048, "vocab": 40000, "num_steps": 35, "num_layers": 2}
-TINY: dict = {"batch": 4, "hidden": 16, "vocab": 50, "num_steps": 4, "num_layers": 2}
 
 
 def build(**params) -> common.TrainingStep:

@@ -30,10 +30,9 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from .sizes import SYNTHETIC_PAPER as PAPER, SYNTHETIC_TINY as TINY  # noqa: F401 (the module's sizes)
 from . import common
 
-PAPER: dict = {"seed": 0, "layers": 12, "width": 8, "dim": 256, "batch": 32, "fan_in": 2}
-TINY: dict = {"seed": 0, "layers": 4, "width": 3, "dim": 16, "batch": 4, "fan_in": 2}
 
 COMBINES = ("add", "mul", "concat")
 ACTIVATIONS = {"relu": tf.nn.relu, "tanh": tf.nn.tanh, "sigmoid": tf.nn.sigmoid}
@@ -71,8 +70,7 @@ def structure(seed: int = 0, layers: int = 12, width: int = 8, fan_in: int = 2) 
 def _check(seed, layers, width, dim, batch, fan_in):
     for name, value, low in (("seed", seed, 0), ("layers", layers, 1), ("width", width, 1),
                              ("dim", dim, 1), ("batch", batch, 1), ("fan_in", fan_in, 1)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise ValueError(f"synthetic: {name}={value!r}; expected an integer >= {low}")
+        common.require_int("synthetic", name, value, low)
 
 
 def build(

@@ -1,0 +1,53 @@
+"""Builder parameters of every benchmark, at paper scale and tiny, readable without TensorFlow.
+
+Each model module takes its ``PAPER``/``TINY`` from here; the benchmark registry and the graph
+cache read them without importing the builders (and TensorFlow).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+RNNLM_PAPER: dict[str, Any] = {"batch": 64, "hidden": 2048, "vocab": 40000, "num_steps": 35, "num_layers": 2}
+
+RNNLM_TINY: dict[str, Any] = {"batch": 4, "hidden": 16, "vocab": 50, "num_steps": 4, "num_layers": 2}
+
+NMT_PAPER: dict[str, Any] = {
+    "batch": 64,
+    "hidden": 2048,
+    "src_vocab": 160000,
+    "tgt_vocab": 160000,
+    "src_len": 50,
+    "tgt_len": 50,
+}
+
+NMT_TINY: dict[str, Any] = {"batch": 4, "hidden": 16, "src_vocab": 50, "tgt_vocab": 50, "src_len": 4, "tgt_len": 3}
+
+INCEPTION_V3_PAPER: dict[str, Any] = {
+    "image_size": 299,
+    "batch": 32,
+    "num_classes": 1000,
+    "depth_multiplier": 1.0,
+    "min_depth": 16,
+    "dropout_keep_prob": 0.8,
+}
+
+INCEPTION_V3_TINY: dict[str, Any] = {
+    "image_size": 75,
+    "batch": 2,
+    "num_classes": 10,
+    "depth_multiplier": 0.1,
+    "min_depth": 8,
+    "dropout_keep_prob": 0.8,
+}
+
+SYNTHETIC_PAPER: dict[str, Any] = {"seed": 0, "layers": 12, "width": 8, "dim": 256, "batch": 32, "fan_in": 2}
+
+SYNTHETIC_TINY: dict[str, Any] = {"seed": 0, "layers": 4, "width": 3, "dim": 16, "batch": 4, "fan_in": 2}
+
+
+PARAMS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "rnnlm": (RNNLM_PAPER, RNNLM_TINY),
+    "nmt": (NMT_PAPER, NMT_TINY),
+    "inception_v3": (INCEPTION_V3_PAPER, INCEPTION_V3_TINY),
+    "synthetic": (SYNTHETIC_PAPER, SYNTHETIC_TINY),
+}
