@@ -12,8 +12,8 @@ from __future__ import annotations
 from importlib import import_module
 from typing import Any
 
-from .errors import (ClusterConfigError, GraphFormatError, GraphImportError, NoTrainingOpError,
-                     PlacementEnvError, UnknownBenchmarkError, UnknownClusterError, UnknownShapeError)
+from .errors import (ClusterConfigError, GraphFormatError, GraphImportError, InvalidPlacementError,
+                     NoTrainingOpError, PlacementEnvError, UnknownBenchmarkError, UnknownClusterError, UnknownShapeError)
 from .opgraph import DEVICE_KINDS, OpGraph
 
 __version__ = "0.1.0"
@@ -30,7 +30,8 @@ _LAZY = {
 
 __all__ = [
     "DEVICE_KINDS", "OpGraph", "PlacementEnvError", "GraphImportError", "NoTrainingOpError", "UnknownShapeError",
-    "UnknownBenchmarkError", "UnknownClusterError", "ClusterConfigError", "GraphFormatError", *_LAZY,
+    "UnknownBenchmarkError", "UnknownClusterError", "ClusterConfigError", "GraphFormatError", "InvalidPlacementError",
+    *_LAZY,
 ]
 
 

@@ -37,3 +37,7 @@ class ClusterConfigError(PlacementEnvError, ValueError):
 
 class GraphFormatError(PlacementEnvError, ValueError):
     """A serialised OpGraph file that is corrupt or from an incompatible version."""
+
+
+class InvalidPlacementError(PlacementEnvError, ValueError):
+    """A placement array of the wrong length, dtype or device range for its graph and cluster."""
