@@ -96,6 +96,27 @@ def test_tf_function_captures_are_lifted_into_variables():
         run_step(graph)
 
 
+def test_nested_function_calls_are_inlined():
+    weights = tf.Variable(tf.ones([8, 4]))
+
+    @tf.function
+    def project(x):
+        return tf.matmul(x, weights)
+
+    @tf.function(input_signature=[tf.TensorSpec([16, 8])])
+    def train_step(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(project(x))
+        weights.assign_sub(0.1 * tape.gradient(loss, weights))
+        return loss
+
+    graph = pe.from_tf(train_step, max_groups=4)
+    assert graph.name == "train_step" and graph.meta["source"] == "tf.function"
+    assert "MatMul" in graph.op_types.tolist()
+    assert not any(t.endswith("PartitionedCall") for t in graph.op_types.tolist())
+    run_step(graph)
+
+
 def test_keras_transformer_encoder_imports_and_runs():
     import keras
 

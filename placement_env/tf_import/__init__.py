@@ -75,6 +75,7 @@ def _to_graph_def(obj, *, input_spec, target_spec, loss, optimizer):
                                                       optimizer=optimizer)
         return graph_def, fetches, None, obj.name, "keras.Model"
     if isinstance(obj, tf.types.experimental.PolymorphicFunction):
+        name = obj.__name__
         try:
             function = obj.get_concrete_function(*([input_spec] if input_spec is not None else []))
         except (TypeError, ValueError) as error:
@@ -82,10 +83,12 @@ def _to_graph_def(obj, *, input_spec, target_spec, loss, optimizer):
                 f"could not trace tf.function {obj.__name__!r}: {error}. Give it an input_signature or pass "
                 "input_spec=tf.TensorSpec(...)"
             ) from error
-        obj = function
+        graph_def, fetches = concrete_function_graph_def(function)
+        return graph_def, fetches, None, name, "tf.function"
     if isinstance(obj, tf.types.experimental.ConcreteFunction):
         graph_def, fetches = concrete_function_graph_def(obj)
-        return graph_def, fetches, None, obj.name, "ConcreteFunction"
+        name = obj.name.decode() if isinstance(obj.name, bytes) else obj.name
+        return graph_def, fetches, None, name, "ConcreteFunction"
     if isinstance(obj, tf.Graph):
         collected = [getattr(op, "op", op).name for op in obj.get_collection("train_op")]
         return obj.as_graph_def(), collected or None, None, "graph", "tf.Graph"

@@ -86,21 +86,28 @@ def _resolve_fetches(graph_def, nodes: dict, fetches: Sequence[str] | None) -> l
         if not names:
             raise NoTrainingOpError("fetches is empty: name the op(s) whose run is one training step")
         return names
-    consumed = {_input_op_name(i) for node in graph_def.node for i in node.input}
-    sinks = [node.name for node in graph_def.node if node.name not in consumed]
-    updates = {node.name for node in graph_def.node if op_facts.is_optimizer_op(node.op)}
+    consumers: dict[str, list[str]] = {node.name: [] for node in graph_def.node}
+    for node in graph_def.node:
+        for i in node.input:
+            consumers[_input_op_name(i)].append(node.name)
+    updates = [node.name for node in graph_def.node if op_facts.is_optimizer_op(node.op)]
     if not updates:
         raise NoTrainingOpError(
             "no training op found: the graph has no optimizer update op (Apply*/ResourceApply*, "
             "e.g. from tf.compat.v1.train optimizers). Pass fetches=[<train op name>] to say which "
             "ops one training step runs."
         )
-    training_sinks = [s for s in sinks if updates & _ancestors(graph_def, [s])]
-    return training_sinks
+    after_update = _reachable(updates, consumers)
+    return [node.name for node in graph_def.node if node.name in after_update and not consumers[node.name]]
 
 
 def _ancestors(graph_def, roots: Iterable[str]) -> set[str]:
-    inputs = {node.name: node.input for node in graph_def.node}
+    inputs = {node.name: [_input_op_name(i) for i in node.input] for node in graph_def.node}
+    return _reachable(roots, inputs)
+
+
+def _reachable(roots: Iterable[str], neighbours: dict[str, list[str]]) -> set[str]:
+    """Every name reachable from ``roots`` (included) through ``neighbours``."""
     seen: set[str] = set()
     stack = list(roots)
     while stack:
@@ -108,7 +115,7 @@ def _ancestors(graph_def, roots: Iterable[str]) -> set[str]:
         if name in seen:
             continue
         seen.add(name)
-        stack.extend(_input_op_name(i) for i in inputs[name])
+        stack.extend(neighbours[name])
     return seen
 
 
