@@ -29,7 +29,7 @@ from .models.sizes import PARAMS, SYNTHETIC_PAPER
 from .opgraph import FORMAT_VERSION, OpGraph
 
 PAPER_MODELS = ("rnnlm", "nmt", "inception_v3")
-BUILDER_VERSION = 1  # bump when a builder changes the graphs it makes, to invalidate caches
+BUILDER_VERSION = 2  # bump when a builder changes the graphs it makes, to invalidate caches
 _SYNTHETIC = re.compile(r"synthetic:(\d+)")
 log = logging.getLogger(__name__)
 

@@ -9,14 +9,16 @@ Graph (TF1 graph mode, no feeds, no control flow, every shape static):
   (:func:`placement_env.models.lstm.embedding_lookup`) so that no tensor has an unknown shape.
 - ``lstm_0``, ``lstm_1``: hand-written LSTM layers (:mod:`placement_env.models.lstm`), unrolled;
   step ``t`` of layer ``k`` is under ``lstm_<k>/t<t>/``.
-- ``softmax``: per time step, full softmax over the vocabulary (``softmax/t<t>/logits`` =
-  h @ W [hidden, vocab] + b) and sparse softmax cross-entropy against the next token.
+- ``softmax``: the outputs of all steps concatenated to [num_steps * batch, hidden], one full
+  softmax over the vocabulary (``softmax/logits`` = h @ W [hidden, vocab] + b) and sparse softmax
+  cross-entropy against the next token.
 - ``loss``: mean cross-entropy over all steps and the batch.
 - ``gradients/...`` and ``train_step/...``: ``common.momentum_train_op`` (momentum SGD, gradients
   co-located with their forward ops).
 
-The softmax is per step (not one big matmul over the concatenated outputs) so that, as in the
-paper's unrolled graphs, the softmax of step t can overlap the LSTM of later steps.
+The softmax is one matmul over all steps, as in the LM implementations of the time: a softmax
+per step would keep one [hidden, vocab] weight gradient per step alive until they are summed
+(35 x 328 MB), which no 12 GB GPU holds.
 
 Sizes (``PAPER``): batch 64, hidden 2048 (embedding size = hidden), vocab 40,000, 35 unrolled
 steps, 2 layers. This is the shape of the large LSTM LMs of the time (2048-unit layers, a
@@ -61,23 +63,21 @@ def build(**params) -> common.TrainingStep:
 
         outputs, _, _ = stacked_lstm(step_inputs, hidden, p["num_layers"], prefix="lstm_")
 
-        losses = []
         with tf.compat.v1.variable_scope("softmax"):
             w = tf.compat.v1.get_variable("weights", shape=[hidden, vocab], dtype=tf.float32)
             b = tf.compat.v1.get_variable(
                 "bias", shape=[vocab], dtype=tf.float32, initializer=tf.compat.v1.zeros_initializer()
             )
-            w_t = tf.identity(w, name="read_weights")
-            b_t = tf.identity(b, name="read_bias")
-            for t, (h, y) in enumerate(zip(outputs, labels)):
-                with tf.compat.v1.name_scope(f"t{t}"):
-                    logits = tf.nn.bias_add(tf.matmul(h, w_t, name="matmul"), b_t, name="logits")
-                    losses.append(
-                        tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits, name="xent")
-                    )
+            # All steps in one [steps * batch, hidden] x [hidden, vocab] matmul, as the LM
+            # implementations of the time did: one weight gradient instead of one per step.
+            h = tf.concat(outputs, axis=0, name="all_steps")
+            logits = tf.nn.bias_add(tf.matmul(h, w, name="matmul"), b, name="logits")
+            xent = tf.nn.sparse_softmax_cross_entropy_with_logits(
+                labels=tf.concat(labels, axis=0, name="all_labels"), logits=logits, name="xent"
+            )
 
         with tf.compat.v1.name_scope("loss"):
-            loss = tf.reduce_mean(tf.stack(losses, axis=0, name="per_step"), name="mean_xent")
+            loss = tf.reduce_mean(xent, name="mean_xent")
 
         train_op = common.momentum_train_op(loss)
     return common.finish(graph, train_op, p)

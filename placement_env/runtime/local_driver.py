@@ -1,0 +1,344 @@
+"""Driver program of the measured runtime: N local TF workers plus a request loop.
+
+Run by :class:`placement_env.runtime.measured.LocalWorkers` as::
+
+    unshare --net --map-root-user -- python -m placement_env.runtime.local_driver --workers N --isolated
+
+Inside the private network namespace the driver brings ``lo`` up, starts N
+``tf.distribute.Server`` worker processes (its children, so they share the namespace) on
+127.0.0.1 ports, and then serves requests from its parent over stdin/stdout.
+
+Wire format, both directions: a 4-byte big-endian header length, a UTF-8 JSON header, then
+``header["payload_len"]`` raw bytes (0 if absent). The driver's first message is a hello
+``{"kind": "hello", "ports": [...], "worker_pids": [...], "interfaces": [...], "isolated": bool}``.
+
+Requests: ``{"op": "measure", "devices": {op_name: tf_device}, "train_op", "init_op", "feeds",
+"steps", "timeout_s"}`` + GraphDef bytes -> ``{"kind": "result", "ok": true, "step_times_s": [...],
+"setup_s", "init_s"}`` or ``{"kind": "result", "ok": false, "failure": kind, "message": text}``;
+``{"op": "shutdown"}`` -> the driver kills its workers and exits. If a worker dies, the driver
+writes ``{"kind": "crash", "message": ...}`` and exits at once.
+
+stdout carries only the protocol (fd 1 is redirected to stderr at start, so TF's own printing
+cannot corrupt it).
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import fcntl
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+_HEADER = struct.Struct(">I")
+_MAX_HEADER = 64 * 2**20
+
+
+# ---------------------------------------------------------------------------------------------
+# Framing (shared with measured.py)
+
+
+def encode(header: dict, payload: bytes = b"") -> bytes:
+    header = dict(header, payload_len=len(payload))
+    data = json.dumps(header).encode()
+    return _HEADER.pack(len(data)) + data + payload
+
+
+def _read_exact(stream, n: int) -> bytes:
+    chunks, got = [], 0
+    while got < n:
+        chunk = stream.read(n - got)
+        if not chunk:
+            raise EOFError("stream closed")
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def read_message(stream) -> tuple[dict, bytes]:
+    (length,) = _HEADER.unpack(_read_exact(stream, _HEADER.size))
+    if length > _MAX_HEADER:
+        raise ValueError(f"header of {length} bytes: protocol out of sync")
+    header = json.loads(_read_exact(stream, length))
+    payload = _read_exact(stream, int(header.get("payload_len", 0)))
+    return header, payload
+
+
+# ---------------------------------------------------------------------------------------------
+# Process hygiene
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent (thread) exits."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _bring_loopback_up() -> None:
+    """``ip link set lo up`` through ioctl, so the driver does not depend on iproute2."""
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        ifreq = struct.pack("16sH14x", b"lo", 0)
+        flags = struct.unpack("16sH14x", fcntl.ioctl(sock, siocgifflags, ifreq))[1]
+        if not flags & iff_up:
+            fcntl.ioctl(sock, siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))
+
+
+def _free_ports(n: int) -> list[int]:
+    sockets = []
+    try:
+        for _ in range(n):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Worker process
+
+
+def worker_main(index: int, ports: list[int], threads: int) -> None:
+    _die_with_parent()
+    import tensorflow as tf
+
+    spec = tf.train.ClusterSpec({"worker": [f"127.0.0.1:{p}" for p in ports]})
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=threads, inter_op_parallelism_threads=threads)
+    server = tf.distribute.Server(spec, job_name="worker", task_index=index, config=config, start=True)
+    sys.stdout.write("READY\n")
+    sys.stdout.flush()
+    server.join()
+
+
+# ---------------------------------------------------------------------------------------------
+# Driver
+
+
+class Driver:
+    def __init__(self, n: int, threads: int, isolated: bool) -> None:
+        self.n, self.threads, self.isolated = n, threads, isolated
+        self.out_lock = threading.Lock()
+        self.workers: list[subprocess.Popen] = []
+        self.stopping = False
+        # fd 1 and 0 become private: the protocol gets its own descriptors
+        self.out = os.fdopen(os.dup(1), "wb", buffering=0)
+        self.inp = os.fdopen(os.dup(0), "rb", buffering=0)
+        os.dup2(2, 1)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
+
+    def send(self, header: dict, payload: bytes = b"") -> None:
+        with self.out_lock:
+            self.out.write(encode(header, payload))
+
+    def start_workers(self) -> None:
+        self.ports = _free_ports(self.n)
+        for i in range(self.n):
+            self.workers.append(subprocess.Popen(
+                [sys.executable, "-m", "placement_env.runtime.local_driver", "--worker-index", str(i),
+                 "--ports", ",".join(map(str, self.ports)), "--threads", str(self.threads)],
+                stdout=subprocess.PIPE, stdin=subprocess.DEVNULL))
+
+    def wait_ready(self) -> None:
+        for i, proc in enumerate(self.workers):
+            line = proc.stdout.readline()
+            if line.strip() != b"READY":
+                raise RuntimeError(f"worker {i} did not start (exit status {proc.poll()})")
+
+    def monitor(self) -> None:
+        parent = os.getppid()
+        while not self.stopping:
+            for i, proc in enumerate(self.workers):
+                code = proc.poll()
+                if code is not None and not self.stopping:
+                    how = f"signal {-code}" if code < 0 else f"exit status {code}"
+                    try:
+                        self.send({"kind": "crash", "message": f"worker {i} (pid {proc.pid}) died ({how})"})
+                    finally:
+                        self.kill_workers()
+                        os._exit(3)
+            if os.getppid() != parent:  # the parent is gone: nobody will read results
+                self.kill_workers()
+                os._exit(4)
+            time.sleep(0.05)
+
+    def kill_workers(self) -> None:
+        self.stopping = True
+        for proc in self.workers:
+            if proc.poll() is None:
+                proc.kill()
+        for proc in self.workers:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def serve(self) -> None:
+        while True:
+            try:
+                header, payload = read_message(self.inp)
+            except EOFError:
+                return
+            op = header.get("op")
+            if op == "shutdown":
+                return
+            if op == "ping":
+                self.send({"kind": "pong"})
+            elif op == "measure":
+                self.send(dict(kind="result", **measure(self, header, payload)))
+            else:
+                self.send({"kind": "result", "ok": False, "failure": "error", "message": f"unknown op {op!r}"})
+
+
+def _failure(error: BaseException) -> tuple[str, str]:
+    """Failure kind of a TF error, following the Measurement kinds."""
+    import tensorflow as tf
+
+    text = f"{type(error).__name__}: {error}".strip()
+    if len(text) > 4000:
+        text = text[:4000] + " ..."
+    errors = tf.errors
+    if isinstance(error, errors.ResourceExhaustedError):
+        return "oom", text
+    if isinstance(error, errors.DeadlineExceededError):
+        return "timeout", text
+    if isinstance(error, errors.InvalidArgumentError):
+        lowered = text.lower()
+        if "kernel" in lowered or "device" in lowered:
+            return "no_kernel", text
+        return "error", text
+    if isinstance(error, errors.UnavailableError):
+        return "crash", text
+    return "error", text
+
+
+def measure(driver: Driver, header: dict, payload: bytes) -> dict:
+    import numpy as np
+    import tensorflow as tf
+
+    start = time.perf_counter()
+    timeout_s = float(header["timeout_s"])
+    deadline = start + timeout_s
+
+    def options() -> tf.compat.v1.RunOptions:
+        left_ms = int((deadline - time.perf_counter()) * 1000)
+        if left_ms <= 0:
+            raise tf.errors.DeadlineExceededError(None, None, f"measurement took longer than {timeout_s} s")
+        return tf.compat.v1.RunOptions(timeout_in_ms=left_ms)
+
+    try:
+        graph_def = tf.compat.v1.GraphDef.FromString(payload)
+        devices = header["devices"]
+        for node in graph_def.node:
+            node.device = devices.get(node.name, "")
+        graph = tf.Graph()
+        with graph.as_default():
+            tf.compat.v1.import_graph_def(graph_def, name="")
+            feed_dict = {}
+            rng = np.random.default_rng(0)
+            for feed in header.get("feeds", []):
+                tensor = graph.get_tensor_by_name(feed["name"] if ":" in feed["name"] else feed["name"] + ":0")
+                shape = [d if d and d > 0 else 1 for d in feed.get("shape") or []]
+                dtype = tf.dtypes.as_dtype(feed.get("dtype", tensor.dtype.name))
+                if dtype.is_integer:
+                    value = rng.integers(0, 2, size=shape).astype(dtype.as_numpy_dtype)
+                elif dtype.is_bool:
+                    value = rng.integers(0, 2, size=shape).astype(bool)
+                else:
+                    value = rng.standard_normal(shape).astype(dtype.as_numpy_dtype)
+                feed_dict[tensor] = value
+        config = tf.compat.v1.ConfigProto(
+            allow_soft_placement=False,
+            operation_timeout_in_ms=max(1, int(timeout_s * 1000)),
+        )
+        target = f"grpc://127.0.0.1:{driver.ports[0]}"
+        with tf.compat.v1.Session(target, graph=graph, config=config) as sess:
+            if header.get("init_op"):
+                init_start = time.perf_counter()
+                sess.run(header["init_op"], feed_dict=feed_dict, options=options())
+                init_s = time.perf_counter() - init_start
+            else:
+                init_s = 0.0
+            setup_s = time.perf_counter() - start
+            times = []
+            for _ in range(int(header["steps"])):
+                t0 = time.perf_counter()
+                sess.run(header["train_op"], feed_dict=feed_dict, options=options())
+                times.append(time.perf_counter() - t0)
+            traced = {}
+            if header.get("trace"):  # one extra, untimed step: which device ran how many nodes
+                run_options = options()
+                run_options.trace_level = tf.compat.v1.RunOptions.FULL_TRACE
+                metadata = tf.compat.v1.RunMetadata()
+                sess.run(header["train_op"], feed_dict=feed_dict, options=run_options, run_metadata=metadata)
+                for stats in metadata.step_stats.dev_stats:
+                    traced[stats.device] = traced.get(stats.device, 0) + len(stats.node_stats)
+        return {"ok": True, "step_times_s": times, "setup_s": setup_s, "init_s": init_s, "trace_devices": traced}
+    except tf.errors.OpError as error:
+        failure, message = _failure(error)
+        return {"ok": False, "failure": failure, "message": message}
+    except Exception as error:  # noqa: BLE001 - a bad graph must not kill the driver
+        return {"ok": False, "failure": "error", "message": f"{type(error).__name__}: {error}"[:4000]}
+
+
+def driver_main(n: int, threads: int, isolated: bool) -> None:
+    if isolated:
+        _bring_loopback_up()
+    driver = Driver(n, threads, isolated)
+    try:
+        driver.start_workers()  # workers import TF while the driver does
+        import tensorflow  # noqa: F401
+
+        driver.wait_ready()
+        threading.Thread(target=driver.monitor, daemon=True).start()
+        driver.send({
+            "kind": "hello",
+            "ports": driver.ports,
+            "worker_pids": [p.pid for p in driver.workers],
+            "interfaces": [name for _, name in socket.if_nameindex()],
+            "isolated": isolated,
+            "pid": os.getpid(),
+        })
+        driver.serve()
+    except Exception as error:  # noqa: BLE001
+        try:
+            driver.send({"kind": "fatal", "message": f"{type(error).__name__}: {error}"})
+        except OSError:
+            pass
+    finally:
+        driver.kill_workers()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--isolated", action="store_true", help="running in a private network namespace")
+    parser.add_argument("--worker-index", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--ports", default="", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.worker_index is not None:
+        worker_main(args.worker_index, [int(p) for p in args.ports.split(",")], args.threads)
+        return
+    if args.workers < 1:
+        parser.error("--workers N (N >= 1) is required")
+    driver_main(args.workers, args.threads, args.isolated)
+    sys.stdout.flush()
+    os._exit(0)  # skip TF's slow teardown
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,215 @@
+"""Measured runtime on real local TF workers in a private network namespace."""
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import placement_env as pe
+from placement_env.runtime import measured
+from placement_env.runtime.measured import IsolationError, LocalWorkers, MeasuredRuntime, _alive
+
+needs_netns = pytest.mark.skipif(measured._unshare_command() is None,
+                                 reason="no private network namespace (unshare) on this machine")
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return pe.load_benchmark("synthetic-tiny")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    return pe.load_cluster("local:2")
+
+
+@pytest.fixture(scope="module")
+def runtime(cluster):
+    rt = MeasuredRuntime(cluster, timeout_s=60)
+    yield rt
+    rt.close()
+
+
+def _split(graph):
+    return np.arange(graph.n_groups) % 2
+
+
+def _children(pid):
+    """Pids whose parent is ``pid`` (from /proc)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as handle:
+                    fields = handle.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] not in (b"Z", b"X"):
+                found.append(int(entry))
+    return found
+
+
+def _group_members(pgid):
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as handle:
+                    fields = handle.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
+                found.append(int(entry))
+    return found
+
+
+def _assert_ok(m, steps=5):
+    assert m.ok, (m.failure, m.message)
+    assert m.runtime == "measured"
+    assert m.runtime_s > 0 and np.isfinite(m.runtime_s)
+    assert len(m.extra["timed_step_times_s"]) == steps
+    assert m.runtime_s == pytest.approx(float(np.median(m.extra["timed_step_times_s"])))
+
+
+def test_invalid_placement_raises_before_any_worker_starts(graph, cluster):
+    rt = MeasuredRuntime(cluster)
+    with pytest.raises(pe.InvalidPlacementError):
+        rt.measure(graph, np.zeros(graph.n_groups + 1, dtype=int))
+    with pytest.raises(pe.InvalidPlacementError):
+        rt.measure(graph, np.full(graph.n_groups, 2))
+    assert rt._workers is None or not rt._workers.running
+
+
+def test_refuses_exposed_workers_without_consent(monkeypatch):
+    monkeypatch.setattr(measured, "_unshare_command", lambda: None)
+    with pytest.raises(IsolationError, match="allow_exposed_workers"):
+        LocalWorkers(2)
+    with pytest.raises(IsolationError):
+        LocalWorkers(2, isolate=False)
+    with pytest.warns(RuntimeWarning, match="WITHOUT network isolation"):
+        LocalWorkers(2, allow_exposed_workers=True)  # not started
+
+
+def test_non_local_cluster_not_implemented():
+    with pytest.raises(NotImplementedError):
+        MeasuredRuntime(pe.load_cluster("paper-2gpu"))
+
+
+@pytest.mark.slow
+@needs_netns
+def test_measures_a_placement(runtime, graph):
+    m = runtime.measure(graph, _split(graph))
+    _assert_ok(m)
+    assert len(m.extra["step_times_s"]) == 10
+    assert list(m.placement) == list(_split(graph))
+    one = runtime.measure(graph, np.ones(graph.n_groups, dtype=int), trace=True)
+    _assert_ok(one)
+    ran = one.extra["trace_devices"]
+    on_task = {i: sum(n for d, n in ran.items() if f"/task:{i}/" in d) for i in range(2)}
+    assert on_task[1] > 100 and on_task[0] == 0, ran  # the placement is honoured
+    both = runtime.measure(graph, _split(graph), trace=True).extra["trace_devices"]
+    assert all(sum(n for d, n in both.items() if f"/task:{i}/" in d) > 100 for i in range(2)), both
+    assert runtime.workers.starts == 1  # the driver is reused across placements
+
+
+@pytest.mark.slow
+@needs_netns
+def test_workers_unreachable_from_host_namespace(runtime, graph):
+    _assert_ok(runtime.measure(graph, _split(graph)))
+    hello = runtime.workers.hello
+    assert hello["isolated"] and hello["interfaces"] == ["lo"]
+    addresses = ["127.0.0.1"]
+    try:
+        out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True).stdout
+        addresses += [line.split()[3].split("/")[0] for line in out.splitlines() if " lo " not in line]
+    except OSError:
+        pass
+    for address in addresses:
+        for port in hello["ports"]:
+            with socket.socket() as sock:
+                sock.settimeout(2)
+                assert sock.connect_ex((address, port)) != 0, f"worker port {address}:{port} reachable from host"
+
+
+@pytest.mark.slow
+@needs_netns
+def test_worker_killed_mid_run_is_a_crash_then_recovers(runtime, graph):
+    runtime.workers.start()
+    victim = runtime.workers.worker_pids[1]
+    driver = runtime.workers.pid
+    steps = runtime.steps
+    runtime.steps = 100_000  # long enough to be killed mid-run
+    timer = threading.Timer(1.5, os.kill, (victim, signal.SIGKILL))
+    timer.start()
+    try:
+        begin = time.monotonic()
+        m = runtime.measure(graph, _split(graph))
+    finally:
+        runtime.steps = steps
+        timer.cancel()
+    assert not m.ok and m.failure == "crash", (m.failure, m.message)
+    assert "died" in m.message
+    assert time.monotonic() - begin < 30
+    assert not _group_members(driver) and not _alive(victim)
+    _assert_ok(runtime.measure(graph, _split(graph)))
+    assert runtime.workers.pid != driver
+
+
+@pytest.mark.slow
+@needs_netns
+def test_worker_killed_while_idle_restarts_transparently(runtime, graph):
+    runtime.workers.start()
+    driver = runtime.workers.pid
+    os.kill(runtime.workers.worker_pids[0], signal.SIGKILL)
+    time.sleep(0.5)  # the driver notices and exits
+    m = runtime.measure(graph, _split(graph))
+    assert m.ok or m.failure == "crash", (m.failure, m.message)
+    if not m.ok:
+        m = runtime.measure(graph, _split(graph))
+    _assert_ok(m)
+    assert runtime.workers.pid != driver
+
+
+@pytest.mark.slow
+@needs_netns
+def test_short_timeout_then_recovers(runtime, graph):
+    m = runtime.measure(graph, _split(graph), timeout_s=0.001)
+    assert not m.ok and m.failure == "timeout", (m.failure, m.message)
+    _assert_ok(runtime.measure(graph, _split(graph)))
+
+
+@pytest.mark.slow
+@needs_netns
+def test_hung_driver_is_killed_then_recovers(runtime, graph):
+    runtime.workers.start()
+    driver = runtime.workers.pid
+    os.kill(driver, signal.SIGSTOP)
+    margin = runtime.margin_s
+    runtime.margin_s = 1.0
+    try:
+        begin = time.monotonic()
+        m = runtime.measure(graph, _split(graph), timeout_s=1.0)
+    finally:
+        runtime.margin_s = margin
+    assert not m.ok and m.failure == "timeout", (m.failure, m.message)
+    assert "no answer" in m.message
+    assert time.monotonic() - begin < 15
+    assert not _group_members(driver)
+    _assert_ok(runtime.measure(graph, _split(graph)))
+
+
+@pytest.mark.slow
+@needs_netns
+def test_close_leaves_no_processes(cluster, graph):
+    with MeasuredRuntime(cluster) as rt:
+        _assert_ok(rt.measure(graph, np.zeros(graph.n_groups, dtype=int)))
+        driver, workers = rt.workers.pid, rt.workers.worker_pids
+        assert set(workers) <= set(_group_members(driver))
+    assert not rt.workers.running
+    assert not _group_members(driver)
+    assert not any(_alive(pid) for pid in [driver, *workers])
+    assert driver not in _children(os.getpid())
