@@ -26,7 +26,7 @@ import tensorflow as tf
 
 from .common import require_int
 
-__all__ = ["LSTMLayer", "stacked_lstm", "zero_state", "reenter_scope", "embedding_lookup", "check_params"]
+__all__ = ["LSTMLayer", "stacked_lstm", "zero_state", "reenter_scope", "embedding_lookup", "softmax_xent", "check_params"]
 
 
 def reenter_scope(scope: str):
@@ -177,6 +177,20 @@ def stacked_lstm(
         finals.append(final)
         layers.append(layer)
     return outputs, finals, layers
+
+
+def softmax_xent(step_outputs: Sequence[tf.Tensor], step_labels: Sequence[tf.Tensor], weights: tf.Tensor,
+                 bias: tf.Tensor) -> tf.Tensor:
+    """Cross-entropy per token of one softmax over all steps ([steps * batch, dim] x [dim, vocab]).
+
+    One matmul for all steps, as the LM and NMT implementations of the time: a softmax per step
+    would keep one [dim, vocab] weight gradient per step alive until they are summed.
+    """
+    h = tf.concat(list(step_outputs), axis=0, name="all_steps")
+    logits = tf.nn.bias_add(tf.matmul(h, weights, name="matmul"), bias, name="logits")
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=tf.concat(list(step_labels), axis=0, name="all_labels"), logits=logits, name="xent"
+    )
 
 
 def check_params(name: str, defaults: dict, params: dict) -> dict:

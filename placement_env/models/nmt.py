@@ -52,7 +52,7 @@ import tensorflow as tf
 
 from . import common
 from .sizes import NMT_PAPER as PAPER, NMT_TINY as TINY  # noqa: F401 (the module's sizes)
-from .lstm import LSTMLayer, check_params, embedding_lookup, reenter_scope
+from .lstm import LSTMLayer, check_params, embedding_lookup, reenter_scope, softmax_xent
 
 __all__ = ["PAPER", "TINY", "build", "estimate_step_memory"]
 
@@ -140,14 +140,8 @@ def build(**params) -> common.TrainingStep:
                 hc = tf.concat([h1, ctx], axis=1, name="concat_context")
                 attentional.append(
                     tf.tanh(tf.matmul(hc, w_c, name="projection_matmul"), name="attentional_output"))
-        # One output projection over all steps ([tgt_len * batch, hidden] x [hidden, vocab]), as
-        # the NMT implementations of the time: one weight gradient instead of one per step.
         with reenter_scope(sm_scope):
-            a = tf.concat(attentional, axis=0, name="all_steps")
-            logits = tf.nn.bias_add(tf.matmul(a, w_o, name="matmul"), b_o, name="logits")
-            xent = tf.nn.sparse_softmax_cross_entropy_with_logits(
-                labels=tf.concat(labels, axis=0, name="all_labels"), logits=logits, name="xent"
-            )
+            xent = softmax_xent(attentional, labels, w_o, b_o)
 
         with tf.compat.v1.name_scope("loss"):
             loss = tf.reduce_mean(xent, name="mean_xent")

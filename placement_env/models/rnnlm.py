@@ -38,7 +38,7 @@ import tensorflow as tf
 
 from . import common
 from .sizes import RNNLM_PAPER as PAPER, RNNLM_TINY as TINY  # noqa: F401 (the module's sizes)
-from .lstm import check_params, embedding_lookup, stacked_lstm
+from .lstm import check_params, embedding_lookup, softmax_xent, stacked_lstm
 
 __all__ = ["PAPER", "TINY", "build"]
 
@@ -68,13 +68,7 @@ def build(**params) -> common.TrainingStep:
             b = tf.compat.v1.get_variable(
                 "bias", shape=[vocab], dtype=tf.float32, initializer=tf.compat.v1.zeros_initializer()
             )
-            # All steps in one [steps * batch, hidden] x [hidden, vocab] matmul, as the LM
-            # implementations of the time did: one weight gradient instead of one per step.
-            h = tf.concat(outputs, axis=0, name="all_steps")
-            logits = tf.nn.bias_add(tf.matmul(h, w, name="matmul"), b, name="logits")
-            xent = tf.nn.sparse_softmax_cross_entropy_with_logits(
-                labels=tf.concat(labels, axis=0, name="all_labels"), logits=logits, name="xent"
-            )
+            xent = softmax_xent(outputs, labels, w, b)
 
         with tf.compat.v1.name_scope("loss"):
             loss = tf.reduce_mean(xent, name="mean_xent")
