@@ -34,3 +34,19 @@ def tf1_mlp():
         tf.compat.v1.add_to_collection("train_op", train)
         init = tf.compat.v1.global_variables_initializer()
     return graph, train.name, init.name
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """The tiny RNNLM benchmark graph."""
+    import placement_env as pe
+
+    return pe.load_benchmark("rnnlm-tiny")
+
+
+@pytest.fixture(scope="module")
+def paper2():
+    """The paper's CPU + 2 GPU machine."""
+    import placement_env as pe
+
+    return pe.load_cluster("paper-2gpu")

@@ -6,16 +6,6 @@ import placement_env as pe
 from placement_env import costs as C
 
 
-@pytest.fixture(scope="module")
-def tiny():
-    return pe.load_benchmark("rnnlm-tiny")
-
-
-@pytest.fixture(scope="module")
-def paper2():
-    return pe.load_cluster("paper-2gpu")
-
-
 def test_shape_finite_nonnegative(tiny, paper2):
     costs = C.analytical_costs(tiny, paper2)
     assert costs.seconds.shape == (tiny.n_ops, paper2.n_devices)

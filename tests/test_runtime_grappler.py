@@ -7,16 +7,6 @@ from placement_env import costs as C
 from placement_env.runtime.grappler import grappler_runtime
 
 
-@pytest.fixture(scope="module")
-def tiny():
-    return pe.load_benchmark("rnnlm-tiny")
-
-
-@pytest.fixture(scope="module")
-def paper2():
-    return pe.load_cluster("paper-2gpu")
-
-
 def _placements(graph, cluster, seed=0):
     rng = np.random.default_rng(seed)
     yield np.zeros(graph.n_groups, dtype=int)
