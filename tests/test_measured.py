@@ -38,8 +38,8 @@ def _split(graph):
     return np.arange(graph.n_groups) % 2
 
 
-def _children(pid):
-    """Pids whose parent is ``pid`` (from /proc)."""
+def _live_processes_where(field: int, value: int) -> list[int]:
+    """Pids of live processes whose /proc stat field (1 = parent pid, 2 = process group) is ``value``."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -48,23 +48,17 @@ def _children(pid):
                     fields = handle.read().rsplit(b")", 1)[1].split()
             except OSError:
                 continue
-            if int(fields[1]) == pid and fields[0] not in (b"Z", b"X"):
+            if int(fields[field]) == value and fields[0] not in (b"Z", b"X"):
                 found.append(int(entry))
     return found
+
+
+def _children(pid):
+    return _live_processes_where(1, pid)
 
 
 def _group_members(pgid):
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as handle:
-                    fields = handle.read().rsplit(b")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] not in (b"Z", b"X"):
-                found.append(int(entry))
-    return found
+    return _live_processes_where(2, pgid)
 
 
 def _assert_ok(m, steps=5):
