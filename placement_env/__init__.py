@@ -6,6 +6,7 @@ Public API (TensorFlow is imported only when a function that needs it is first u
     g = pe.load_benchmark("nmt")          # OpGraph of the paper's NMT training step
     g = pe.from_tf(obj)                   # your own GraphDef / MetaGraph / tf.Graph / function / Keras model
     c = pe.load_cluster("paper-2gpu")     # Cluster
+    m = pe.evaluate(g, c, placement)      # Measurement; runtime="sim" | "grappler" | "measured"
 """
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ _LAZY = {
     "Cluster": "placement_env.cluster",
     "Device": "placement_env.cluster",
     "load_cluster": "placement_env.cluster",
+    "evaluate": "placement_env.evaluation",
+    "lower_bound": "placement_env.evaluation",
+    "Evaluator": "placement_env.evaluation",
 }
 
 __all__ = [

@@ -28,7 +28,7 @@ from .opgraph import DEVICE_KINDS  # index = value in Cluster.kinds
 MAX_LOCAL_WORKERS = 64  # one TF server process per worker; more than this is surely a typo
 
 _DEVICE_REQUIRED = ("name", "kind", "peak_flops", "memory_bandwidth", "memory_bytes", "concurrency")
-_DEVICE_OPTIONAL = ("tf_device",)
+_DEVICE_OPTIONAL = ("tf_device", "op_overhead_s")
 _CLUSTER_REQUIRED = ("name", "devices")
 _CLUSTER_OPTIONAL = ("default_link", "links", "local_workers")
 _LINK_REQUIRED = ("src", "dst")
@@ -126,6 +126,7 @@ def _device_fields(values: Mapping[str, Any], path: str) -> dict[str, Any]:
         "memory_bytes": int(memory),
         "concurrency": int(concurrency),
         "tf_device": tf_device,
+        "op_overhead_s": _latency(values.get("op_overhead_s", 0.0), f"{path}.op_overhead_s", where),
     }
 
 
@@ -144,6 +145,7 @@ class Device:
     memory_bytes: int  # capacity
     concurrency: int  # ops at once: 1 compute stream for a GPU, inter-op threads for a CPU
     tf_device: str  # the TF device string ops are pinned to
+    op_overhead_s: float = 0.0  # fixed cost of running any op (executor dispatch, kernel launch), seconds
 
     def __post_init__(self) -> None:
         for key, value in _device_fields(vars(self), "Device").items():
@@ -246,6 +248,11 @@ class Cluster:
         return _frozen([d.memory_bytes for d in self.devices], np.int64)
 
     @cached_property
+    def op_overhead_s(self) -> np.ndarray:
+        """Fixed seconds added to every op run on each device."""
+        return _frozen([d.op_overhead_s for d in self.devices], np.float64)
+
+    @cached_property
     def concurrency(self) -> np.ndarray:
         """Ops that can run at once per device."""
         return _frozen([d.concurrency for d in self.devices], np.int64)
@@ -276,7 +283,7 @@ class Cluster:
             "devices": [
                 {"name": d.name, "kind": d.kind, "peak_flops": d.peak_flops,
                  "memory_bandwidth": d.memory_bandwidth, "memory_bytes": d.memory_bytes,
-                 "concurrency": d.concurrency, "tf_device": d.tf_device}
+                 "concurrency": d.concurrency, "tf_device": d.tf_device, "op_overhead_s": d.op_overhead_s}
                 for d in self.devices
             ],
         }
@@ -351,11 +358,11 @@ class Cluster:
         lines = [f"{self.name}: {self.n_devices} devices"
                  + (f", {self.local_workers} local TF worker processes" if self.local_workers else ""),
                  f"  {'#':>2}  {'name':<8} {'kind':<4} {'TFLOP/s':>8} {'mem GB/s':>9} {'mem GiB':>8} "
-                 f"{'conc':>4}  tf_device"]
+                 f"{'conc':>4} {'op us':>6}  tf_device"]
         for i, d in enumerate(self.devices):
             lines.append(f"  {i:>2}  {d.name:<8} {d.kind:<4} {d.peak_flops / 1e12:>8.2f} "
                          f"{d.memory_bandwidth / 1e9:>9.1f} {d.memory_bytes / 2**30:>8.1f} "
-                         f"{d.concurrency:>4}  {d.tf_device}")
+                         f"{d.concurrency:>4} {d.op_overhead_s * 1e6:>6.1f}  {d.tf_device}")
         groups: dict[tuple[float, float], list[str]] = {}
         for i in range(self.n_devices):
             for j in range(self.n_devices):
@@ -483,6 +490,12 @@ def _gpu_tf(i: int) -> str:
 
 _CPU0_TF = "/job:localhost/replica:0/task:0/device:CPU:0"
 
+# Fixed cost per op, whatever its size (orders of magnitude; calibration fits them for a real
+# cluster): TF's executor takes a few us to dispatch an op on the CPU; a GPU op adds the CUDA
+# kernel launch (~5 us).
+_CPU_OP_OVERHEAD_S = 2e-6
+_GPU_OP_OVERHEAD_S = 5e-6
+
 # PCIe 3.0 x16: 8 GT/s x 16 lanes x 128/130 = 15.75 GB/s raw per direction; cudaMemcpy from
 # pinned memory reaches about 12 GB/s. Latency ~10 us: a copy's launch + DMA setup dominates.
 _PCIE3 = (12.0 * _GB, 10e-6)
@@ -498,6 +511,7 @@ def _paper(n_gpus: int) -> Cluster:
         memory_bytes=256 * _GIB,  # a large host memory; the paper does not say, 256 GiB is typical
         concurrency=18,  # one inter-op thread per physical core
         tf_device=_CPU0_TF,
+        op_overhead_s=_CPU_OP_OVERHEAD_S,
     )
     gpus = [Device(
         name=f"gpu:{i}", kind="GPU",
@@ -508,6 +522,7 @@ def _paper(n_gpus: int) -> Cluster:
         memory_bytes=12 * _GIB,  # 24 GiB GDDR5 per board, 12 GiB per die (nominal; ECC on leaves ~11.2 GiB)
         concurrency=1,  # one compute stream per GPU in TF
         tf_device=_gpu_tf(i),
+        op_overhead_s=_GPU_OP_OVERHEAD_S,
     ) for i in range(n_gpus)]
 
     def link(a: Device, b: Device) -> tuple[float, float]:
@@ -528,6 +543,7 @@ def _dgx1_v100_4gpu() -> Cluster:
         memory_bytes=512 * _GIB,  # DGX-1 datasheet: 512 GB DDR4
         concurrency=40,  # physical cores
         tf_device=_CPU0_TF,
+        op_overhead_s=_CPU_OP_OVERHEAD_S,
     )
     gpus = [Device(
         name=f"gpu:{i}", kind="GPU",
@@ -536,6 +552,7 @@ def _dgx1_v100_4gpu() -> Cluster:
         memory_bytes=16 * _GIB,  # V100 SXM2 16 GB: 16 GiB HBM2 stacks (nvidia-smi shows 16160 MiB)
         concurrency=1,
         tf_device=_gpu_tf(i),
+        op_overhead_s=_GPU_OP_OVERHEAD_S,
     ) for i in range(4)]
     # NVLink 2: 25 GB/s per direction per link; in the cube-mesh the pairs (0,3), (1,2), (2,3)
     # have two links and (0,1), (0,2), (1,3) one (nvidia-smi topo -m: NV2 / NV1).
@@ -562,6 +579,7 @@ def _dgx_h100_8gpu() -> Cluster:
         memory_bytes=2048 * _GIB,  # DGX H100 datasheet: 2 TB system memory
         concurrency=112,  # physical cores
         tf_device=_CPU0_TF,
+        op_overhead_s=_CPU_OP_OVERHEAD_S,
     )
     gpus = [Device(
         name=f"gpu:{i}", kind="GPU",
@@ -570,6 +588,7 @@ def _dgx_h100_8gpu() -> Cluster:
         memory_bytes=80 * _GIB,  # H100 SXM "80 GB": 80 GiB HBM3 (nvidia-smi shows 81559 MiB)
         concurrency=1,
         tf_device=_gpu_tf(i),
+        op_overhead_s=_GPU_OP_OVERHEAD_S,
     ) for i in range(8)]
 
     def link(a: Device, b: Device) -> tuple[float, float]:
@@ -603,6 +622,7 @@ def local_cluster(n: int) -> Cluster:
         memory_bytes=memory,
         concurrency=1,  # inter_op_parallelism_threads=1
         tf_device=f"/job:worker/replica:0/task:{i}/device:CPU:0",
+        op_overhead_s=_CPU_OP_OVERHEAD_S,  # calibrated later
     ) for i in range(n)]
     # Tensors between workers go over loopback gRPC: ~1 GB/s and ~100 us per transfer; calibrated later.
     return _machine(f"local:{n}", workers, lambda a, b: (1.0 * _GB, 100e-6), local_workers=n)

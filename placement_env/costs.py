@@ -206,6 +206,7 @@ def analytical_costs(graph: OpGraph, cluster: Cluster, *, use_cache: bool = True
     ``cache_dir()``, keyed by the GraphDef, op order, the grappler device properties, the TF
     version and ``COST_MODEL_VERSION``); a corrupt cache file is recomputed and overwritten.
 
+    Each device's ``op_overhead_s`` is added to every op (grappler models no per-op overhead).
     Ops without a kernel for a device kind still get the analytical cost (grappler works from
     shapes and types, not kernels); such placements fail at run time, not here.
     """
@@ -225,8 +226,7 @@ def analytical_costs(graph: OpGraph, cluster: Cluster, *, use_cache: bool = True
         columns[key] = _measure_one_type(graph, device)
         if use_cache:
             _save_cached(path, *columns[key])
-    seconds = np.stack([columns[_type_key(d)][0] for d in cluster.devices], axis=1) if cluster.devices else \
-        np.zeros((graph.n_ops, 0))
+    seconds = np.stack([columns[_type_key(d)][0] for d in cluster.devices], axis=1) + cluster.op_overhead_s
     unreported = max((u for _, u in columns.values()), default=0)
     return OpCosts(seconds=seconds, source=f"grappler-analytical (TF {_tf_version()})", n_unreported=unreported)
 

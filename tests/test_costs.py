@@ -23,7 +23,16 @@ def test_matmul_slower_on_cpu_than_faster_gpu(tiny, paper2):
     costs = C.analytical_costs(tiny, paper2)
     matmuls = np.flatnonzero(tiny.op_types == "MatMul")
     assert matmuls.size
-    assert np.all(costs.seconds[matmuls, 0] > costs.seconds[matmuls, 1])
+    compute = costs.seconds - paper2.op_overhead_s  # the fixed per-op overhead is larger on a GPU
+    assert np.all(compute[matmuls, 0] > compute[matmuls, 1])
+
+
+def test_every_op_pays_its_device_overhead(tiny, paper2):
+    assert paper2.op_overhead_s[1] > paper2.op_overhead_s[0] > 0
+    costs = C.analytical_costs(tiny, paper2)
+    assert np.all(costs.seconds >= paper2.op_overhead_s - 1e-18)
+    noops = np.flatnonzero(tiny.op_types == "NoOp")
+    np.testing.assert_allclose(costs.seconds[noops], np.broadcast_to(paper2.op_overhead_s, (noops.size, 3)))
 
 
 def test_device_properties_match_peak(paper2):

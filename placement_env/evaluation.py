@@ -1,0 +1,181 @@
+"""One entry point for the step time of a placement: ``pe.evaluate``, ``Evaluator`` and ``pe.lower_bound``.
+
+``runtime`` picks who answers:
+
+* ``"sim"`` (default): the compiled event simulator on per-op costs (grappler's analytical model
+  unless ``costs`` are given, e.g. measured or calibrated ones);
+* ``"grappler"``: TensorFlow's VirtualCluster, for cross-checks;
+* ``"measured"``: the placed step run for real on the cluster's TF workers (``local:N``).
+
+Op costs and measured-runtime workers are kept per (graph, cluster) in memory, so repeated calls
+cost only the evaluation itself.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+import numpy as np
+
+from .cluster import Cluster, load_cluster
+from .costs import OpCosts, analytical_costs
+from .costs import lower_bound as _lower_bound
+from .opgraph import OpGraph
+from .runtime.measurement import Measurement, check_placement
+
+RUNTIMES = ("sim", "grappler", "measured")
+
+# Analytical costs per (graph, cluster) object pair (OpGraph compares by value and is unhashable,
+# so entries are keyed by identity and dropped when either object dies).
+_COSTS: dict[tuple[int, int], tuple[weakref.ref, weakref.ref, OpCosts]] = {}
+# MeasuredRuntime per cluster description (JSON), kept for later evaluate() calls; its workers
+# stop at exit.
+_MEASURED: dict[str, Any] = {}
+
+
+def _graph(graph: Any) -> OpGraph:
+    if isinstance(graph, OpGraph):
+        return graph
+    if isinstance(graph, str):
+        from .benchmarks import load_benchmark
+
+        return load_benchmark(graph)
+    raise TypeError(f"graph is a {type(graph).__name__}; expected an OpGraph or a benchmark name")
+
+
+def _runtime(runtime: Any) -> str:
+    if runtime not in RUNTIMES:
+        raise ValueError(f"runtime={runtime!r}; expected one of {', '.join(map(repr, RUNTIMES))}")
+    return runtime
+
+
+def costs_for(graph: OpGraph, cluster: Cluster) -> OpCosts:
+    """Analytical op costs of ``graph`` on ``cluster``, computed once per (graph, cluster) object pair."""
+    key = (id(graph), id(cluster))
+    entry = _COSTS.get(key)
+    if entry is not None and entry[0]() is graph and entry[1]() is cluster:
+        return entry[2]
+    costs = analytical_costs(graph, cluster)
+
+    def forget(_: object) -> None:
+        _COSTS.pop(key, None)
+
+    _COSTS[key] = (weakref.ref(graph, forget), weakref.ref(cluster, forget), costs)
+    return costs
+
+
+def _check_costs(graph: OpGraph, cluster: Cluster, costs: Any) -> OpCosts:
+    if not isinstance(costs, OpCosts):
+        costs = OpCosts(seconds=np.asarray(costs, dtype=np.float64), source="given")
+    if costs.seconds.shape != (graph.n_ops, cluster.n_devices):
+        raise ValueError(f"costs have shape {costs.seconds.shape}; expected (n_ops, n_devices) = "
+                         f"({graph.n_ops}, {cluster.n_devices}) for {graph.name!r} on {cluster.name!r}")
+    return costs
+
+
+class Evaluator:
+    """Evaluates placements of one graph on one cluster with one runtime.
+
+    ``measured_options`` go to :class:`~placement_env.runtime.measured.MeasuredRuntime` (steps,
+    warmup, timeout_s, ...). Close it (or use ``with``) to stop measured-runtime workers it started.
+    """
+
+    def __init__(self, graph: Any, cluster: Any, runtime: str = "sim", *, costs: Any = None,
+                 measured_options: dict[str, Any] | None = None) -> None:
+        self.runtime = _runtime(runtime)
+        self.graph = _graph(graph)
+        self.cluster = load_cluster(cluster)
+        self._costs = None if costs is None else _check_costs(self.graph, self.cluster, costs)
+        if runtime != "measured" and measured_options:
+            raise ValueError(f"measured_options are for runtime='measured', not {runtime!r}")
+        self._measured_options = dict(measured_options or {})
+        self._measured = None
+        self._lower_bound: float | None = None
+
+    @property
+    def costs(self) -> OpCosts:
+        """Per-op seconds on every device that the simulator and the lower bound use."""
+        if self._costs is None:
+            self._costs = costs_for(self.graph, self.cluster)
+        return self._costs
+
+    def _measured_runtime(self) -> Any:
+        if self._measured is None:
+            from .runtime.measured import MeasuredRuntime
+
+            self._measured = MeasuredRuntime(self.cluster, **self._measured_options)
+        return self._measured
+
+    def __call__(self, placement: Any, *, schedule: bool = False) -> Measurement:
+        """The Measurement of ``placement`` (one device index per group)."""
+        if self.runtime == "sim":
+            from .runtime.simulated import plan_for
+
+            return plan_for(self.graph, self.cluster, self.costs.seconds).run(placement, schedule=schedule)
+        if schedule:
+            raise ValueError(f"schedule=True needs runtime='sim'; this evaluator uses {self.runtime!r}")
+        if self.runtime == "grappler":
+            from .runtime.grappler import grappler_runtime
+
+            return grappler_runtime(self.graph, self.cluster, placement)
+        return self._measured_runtime().measure(self.graph, placement)
+
+    def batch(self, placements: Any) -> list[Measurement]:
+        """Measurements of every row of ``placements`` ([k, n_groups]); one compiled call for the simulator."""
+        if self.runtime == "sim":
+            from .runtime.simulated import plan_for
+
+            return plan_for(self.graph, self.cluster, self.costs.seconds).run_batch(placements)
+        array = np.asarray(placements)
+        if array.ndim != 2:
+            check_placement(self.graph, self.cluster, array)  # names what is wrong with a single placement
+            raise ValueError(f"placements has shape {array.shape}; expected (k, {self.graph.n_groups})")
+        return [self(row) for row in array]
+
+    def lower_bound(self) -> float:
+        """``pe.lower_bound`` of this graph and cluster with this evaluator's costs."""
+        if self._lower_bound is None:
+            self._lower_bound = _lower_bound(self.graph, self.cluster, self.costs)
+        return self._lower_bound
+
+    def close(self) -> None:
+        if self._measured is not None:
+            self._measured.close()
+            self._measured = None
+
+    def __enter__(self) -> "Evaluator":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def evaluate(graph: Any, cluster: Any, placement: Any, runtime: str = "sim", *, costs: Any = None,
+             schedule: bool = False) -> Measurement:
+    """Step time, memory and failure reason of ``placement`` (one device index per group).
+
+    ``graph``: an OpGraph or a benchmark name; ``cluster``: a Cluster or anything
+    :func:`~placement_env.cluster.load_cluster` takes. For ``runtime="measured"`` the cluster's
+    local workers are started on first use and kept for later calls (stopped at exit).
+    """
+    runtime = _runtime(runtime)
+    cluster, graph = load_cluster(cluster), _graph(graph)
+    if runtime != "measured":
+        return Evaluator(graph, cluster, runtime, costs=costs)(placement, schedule=schedule)
+    if costs is not None or schedule:
+        raise ValueError("costs and schedule are for runtime='sim'; runtime='measured' takes neither")
+    key = cluster.to_json()
+    measured = _MEASURED.get(key)
+    if measured is None:
+        from .runtime.measured import MeasuredRuntime
+
+        measured = _MEASURED[key] = MeasuredRuntime(cluster)
+    return measured.measure(graph, placement)
+
+
+def lower_bound(graph: Any, cluster: Any, costs: Any = None) -> float:
+    """A lower bound on the step time of any placement: max(critical path at each op's fastest
+    device, work bound over the devices); memory and communication are ignored."""
+    graph, cluster = _graph(graph), load_cluster(cluster)
+    return _lower_bound(graph, cluster, costs_for(graph, cluster) if costs is None else
+                        _check_costs(graph, cluster, costs))
