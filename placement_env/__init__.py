@@ -14,7 +14,8 @@ from importlib import import_module
 from typing import Any
 
 from .errors import (ClusterConfigError, GraphFormatError, GraphImportError, InvalidPlacementError,
-                     NoTrainingOpError, PlacementEnvError, UnknownBenchmarkError, UnknownClusterError, UnknownShapeError)
+                     InvalidActionError, GraphMismatchError, NoTrainingOpError, PlacementEnvError, UnknownBenchmarkError, UnknownClusterError,
+                     UnknownShapeError)
 from .opgraph import DEVICE_KINDS, OpGraph
 
 __version__ = "0.1.0"
@@ -30,11 +31,15 @@ _LAZY = {
     "evaluate": "placement_env.evaluation",
     "lower_bound": "placement_env.evaluation",
     "Evaluator": "placement_env.evaluation",
+    "DevicePlacementEnv": "placement_env.env",
+    "apply_placement": "placement_env.tf_import.export",
+    "export_placed_graph": "placement_env.tf_import.export",
 }
 
 __all__ = [
     "DEVICE_KINDS", "OpGraph", "PlacementEnvError", "GraphImportError", "NoTrainingOpError", "UnknownShapeError",
     "UnknownBenchmarkError", "UnknownClusterError", "ClusterConfigError", "GraphFormatError", "InvalidPlacementError",
+    "InvalidActionError", "GraphMismatchError",
     *_LAZY,
 ]
 
@@ -45,3 +50,12 @@ def __getattr__(name: str) -> Any:
         globals()[name] = value
         return value
     raise AttributeError(f"module 'placement_env' has no attribute {name!r}")
+
+
+def _register() -> None:
+    from .env import register_envs
+
+    register_envs()
+
+
+_register()

@@ -41,3 +41,11 @@ class GraphFormatError(PlacementEnvError, ValueError):
 
 class InvalidPlacementError(PlacementEnvError, ValueError):
     """A placement array of the wrong length, dtype or device range for its graph and cluster."""
+
+
+class InvalidActionError(PlacementEnvError, ValueError):
+    """An env action of the wrong shape, type or range for the env's action space."""
+
+
+class GraphMismatchError(PlacementEnvError, ValueError):
+    """A placement was applied to a TF graph that does not hold the OpGraph's ops."""

@@ -86,6 +86,8 @@ def _resolve_fetches(graph_def, nodes: dict, fetches: Sequence[str] | None) -> l
         if not names:
             raise NoTrainingOpError("fetches is empty: name the op(s) whose run is one training step")
         return names
+    if TRAIN_STEP_NAME in nodes:  # a graph placement_env wrote (an export): its step is marked
+        return [TRAIN_STEP_NAME]
     consumers: dict[str, list[str]] = {node.name: [] for node in graph_def.node}
     for node in graph_def.node:
         for i in node.input:
@@ -120,6 +122,11 @@ def _reachable(roots: Iterable[str], neighbours: dict[str, list[str]]) -> set[st
 
 
 def _add_train_step(graph_def, fetch_names: list[str]):
+    if any(node.name == TRAIN_STEP_NAME for node in graph_def.node):
+        if fetch_names == [TRAIN_STEP_NAME]:
+            return graph_def
+        raise GraphImportError(f"the graph already has an op named {TRAIN_STEP_NAME!r}; pass "
+                               f"fetches=[{TRAIN_STEP_NAME!r}] or rename it")
     graph_def = _copy(graph_def)
     node = graph_def.node.add()
     node.name, node.op = TRAIN_STEP_NAME, "NoOp"
@@ -134,6 +141,8 @@ def _add_initializer(graph_def, step_names: set[str], init_op: str | None):
         if _input_op_name(init_op) not in nodes:
             raise GraphImportError(f"init_op {init_op!r} is not an op of the graph")
         return graph_def, _input_op_name(init_op)
+    if INIT_NAME in nodes:  # a graph placement_env wrote: reuse its initialiser
+        return graph_def, INIT_NAME
     variables = [n for n in step_names if nodes[n].op in op_facts.VARIABLE_OP_TYPES]
     assigns_by_variable: dict[str, list[str]] = {}
     for node in graph_def.node:

@@ -1,0 +1,345 @@
+"""``DevicePlacementEnv``: device placement of a TF training graph as a Gymnasium environment.
+
+Modes (``mode=``):
+
+* ``"oneshot"`` (the paper): one step per episode. Action ``MultiDiscrete([D] * S)``: a device for
+  every group slot (slots past the graph's group count are ignored). Reward from the whole placement.
+* ``"sequential"``: one group per step, in topological order. Action ``Discrete(D)`` for the
+  current group; reward at the end, or with ``dense_reward=True`` after every step: the change in
+  reward of the placement "decided groups + the rest at the reference placement" (the episode's
+  rewards then sum to R(final) - R(reference)).
+* ``"improve"`` (Placeto-style): start from a placement (default: the reference) and visit the
+  groups in topological order, ``improve_steps`` steps (default one pass); each step moves the
+  current group to the chosen device; reward = the change in reward.
+
+Reward (``reward=``): ``"neg_sqrt_runtime"`` (-sqrt(step seconds), the paper's), ``"neg_runtime"``, or
+``"speedup"`` (reference runtime / runtime). A failed placement (out of memory, no kernel, error)
+is charged ``failing_signal`` seconds (100 by default) and ``info["failure"]`` says why.
+The reference placement is the fastest single-device placement that runs.
+
+Observations are a ``Dict`` of float32 ``Box``es padded to ``S = pad_to`` group slots (default:
+the graph's group count); see :mod:`placement_env.env.features` for the graph fields. Sequential
+and improve modes add ``placement`` (S, D) one-hot of the decided devices and ``current`` (S,)
+one-hot of the group to place; improve adds ``efficiency`` (1,) = lower bound / current runtime.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+from gymnasium.error import ResetNeeded
+
+from ..cluster import Cluster, load_cluster
+from ..errors import InvalidActionError
+from ..evaluation import RUNTIMES, Evaluator
+from ..grouping import DEFAULT_MAX_GROUPS, group_ops
+from ..opgraph import OpGraph
+from ..placements import allowed_devices, single_device
+from ..runtime.measurement import Measurement
+from .features import GraphFeatures, graph_features, observation_fields
+from .rewards import DEFAULT_FAILING_SIGNAL_S, REWARDS, charged_runtime, check_failing_signal, check_reward
+
+MODES = ("oneshot", "sequential", "improve")
+OPTION_KEYS = ("benchmark", "placement")
+DEFAULT_BENCHMARK = "nmt"
+DEFAULT_CLUSTER = "paper-2gpu"
+
+
+class _Task:
+    """One graph on the env's cluster: evaluators, features, masks, and lazily the bound and reference."""
+
+    def __init__(self, graph: OpGraph, cluster: Cluster, runtime: str, slots: int,
+                 measured_options: dict[str, Any] | None) -> None:
+        self.graph = graph
+        self.sim = Evaluator(graph, cluster, "sim")
+        self.evaluator = self.sim if runtime == "sim" else Evaluator(
+            graph, cluster, runtime, costs=self.sim.costs if runtime == "grappler" else None,
+            measured_options=measured_options)
+        self.features: GraphFeatures = graph_features(graph, cluster, self.sim.costs.seconds, slots)
+        self.allowed = allowed_devices(graph, cluster)
+        self._lower_bound: float | None = None
+        self._reference: tuple[np.ndarray, Measurement] | None = None
+
+    @property
+    def lower_bound(self) -> float:
+        if self._lower_bound is None:
+            self._lower_bound = self.sim.lower_bound()
+        return self._lower_bound
+
+    def reference(self, failing_signal: float) -> tuple[np.ndarray, Measurement]:
+        """The fastest single-device placement that runs (the CPU one if none does)."""
+        if self._reference is None:
+            candidates = [single_device(self.graph, self.sim.cluster, d) for d in range(self.sim.cluster.n_devices)]
+            results = [self.evaluator(p) for p in candidates]
+            best = min(range(len(candidates)), key=lambda d: (charged_runtime(results[d], failing_signal), d))
+            self._reference = (candidates[best], results[best])
+        return self._reference
+
+    def close(self) -> None:
+        self.evaluator.close()
+
+
+class DevicePlacementEnv(gym.Env):
+    """Assign the co-location groups of a TF training graph to the devices of a cluster."""
+
+    metadata = {"render_modes": ["rgb_array", "ansi"], "render_fps": 2}
+
+    def __init__(self, benchmark: Any = DEFAULT_BENCHMARK, cluster: Any = DEFAULT_CLUSTER, runtime: str = "sim", *,
+                 mode: str = "oneshot", reward: str = "neg_sqrt_runtime",
+                 failing_signal: float = DEFAULT_FAILING_SIGNAL_S, max_groups: int = DEFAULT_MAX_GROUPS,
+                 pad_to: int | None = None, dense_reward: bool = False, improve_steps: int | None = None,
+                 measured_options: dict[str, Any] | None = None, render_mode: str | None = None) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode={mode!r}; expected one of {', '.join(map(repr, MODES))}")
+        if runtime not in RUNTIMES:
+            raise ValueError(f"runtime={runtime!r}; expected one of {', '.join(map(repr, RUNTIMES))}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode={render_mode!r}; expected None or one of "
+                             f"{', '.join(map(repr, self.metadata['render_modes']))}")
+        if dense_reward and mode != "sequential":
+            raise ValueError(f"dense_reward=True is for mode='sequential', not {mode!r}")
+        if improve_steps is not None and (mode != "improve" or not isinstance(improve_steps, int) or improve_steps < 1):
+            raise ValueError(f"improve_steps={improve_steps!r}: a positive integer, and only with mode='improve'")
+        if not isinstance(max_groups, int) or isinstance(max_groups, bool) or max_groups < 1:
+            raise ValueError(f"max_groups={max_groups!r}; expected a positive integer")
+        self.mode, self.runtime, self.render_mode = mode, runtime, render_mode
+        self.reward_name = check_reward(reward)
+        self.failing_signal = check_failing_signal(failing_signal)
+        self.max_groups, self.dense_reward, self._improve_steps = max_groups, bool(dense_reward), improve_steps
+        self.cluster = load_cluster(cluster)
+        self._measured_options = measured_options
+        self._tasks: dict[Any, _Task] = {}
+        first = self._graph_of(benchmark)
+        if pad_to is not None and (not isinstance(pad_to, int) or isinstance(pad_to, bool) or pad_to < first.n_groups):
+            raise ValueError(f"pad_to={pad_to!r}; expected an integer >= the graph's {first.n_groups} groups")
+        self.slots = first.n_groups if pad_to is None else pad_to
+        self.task = self._task(benchmark, first)
+        n_devices = self.cluster.n_devices
+        fields = observation_fields(self.slots, n_devices)
+        if mode != "oneshot":
+            fields["placement"] = spaces.Box(0.0, 1.0, (self.slots, n_devices), np.float32)
+            fields["current"] = spaces.Box(0.0, 1.0, (self.slots,), np.float32)
+        if mode == "improve":
+            fields["efficiency"] = spaces.Box(0.0, 1.0, (1,), np.float32)
+        self.observation_space = spaces.Dict(fields)
+        self.action_space = spaces.MultiDiscrete(np.full(self.slots, n_devices, dtype=np.int64)) \
+            if mode == "oneshot" else spaces.Discrete(n_devices)
+        self._placement = np.zeros(self.slots, np.int64)
+        self._step = 0
+        self._done = True
+        self._started = False
+        self._last: Measurement | None = None
+        self._last_reward_runtime = 0.0
+
+    # ---- the spec: measured runtimes are never deterministic ----
+    @property
+    def spec(self):  # type: ignore[override]
+        return self.__dict__.get("_spec")
+
+    @spec.setter
+    def spec(self, value) -> None:
+        if value is not None and self.runtime == "measured" and not value.nondeterministic:
+            value = dataclasses.replace(value, nondeterministic=True)
+        self.__dict__["_spec"] = value
+
+    # ---- graphs ----
+    def _graph_of(self, benchmark: Any) -> OpGraph:
+        if isinstance(benchmark, OpGraph):
+            return benchmark if benchmark.n_groups <= self.max_groups else group_ops(benchmark, max_groups=self.max_groups)
+        if isinstance(benchmark, str):
+            from ..benchmarks import load_benchmark
+
+            return load_benchmark(benchmark, max_groups=self.max_groups)
+        from ..tf_import import from_tf
+
+        return from_tf(benchmark, max_groups=self.max_groups)
+
+    def _task(self, benchmark: Any, graph: OpGraph | None = None) -> _Task:
+        key = benchmark if isinstance(benchmark, str) else id(benchmark)
+        task = self._tasks.get(key)
+        if task is None:
+            graph = self._graph_of(benchmark) if graph is None else graph
+            if graph.n_groups > self.slots:
+                raise ValueError(f"benchmark {graph.name!r} has {graph.n_groups} groups but this env has "
+                                 f"{self.slots} slots; make the env with pad_to >= {graph.n_groups}")
+            task = self._tasks[key] = _Task(graph, self.cluster, self.runtime, self.slots, self._measured_options)
+        return task
+
+    @property
+    def graph(self) -> OpGraph:
+        """The graph of the current episode."""
+        return self.task.graph
+
+    @property
+    def n_groups(self) -> int:
+        return self.task.graph.n_groups
+
+    # ---- evaluation and rewards ----
+    def _reward_of(self, runtime_s: float) -> float:
+        reference = self.task.reference(self.failing_signal)[1] if self.reward_name == "speedup" else None
+        reference_s = charged_runtime(reference, self.failing_signal) if reference is not None else 1.0
+        return float(REWARDS[self.reward_name](runtime_s, reference_s))
+
+    def _evaluate(self, placement: np.ndarray, evaluator: Evaluator | None = None) -> tuple[Measurement, float]:
+        m = (evaluator or self.task.evaluator)(placement)
+        return m, charged_runtime(m, self.failing_signal)
+
+    def _info(self, m: Measurement, charged: float) -> dict[str, Any]:
+        return {
+            "runtime_s": float(m.runtime_s), "charged_runtime_s": charged, "ok": bool(m.ok), "failure": m.failure,
+            "message": m.message, "peak_bytes": m.peak_bytes, "busy_s": m.busy_s, "bytes_moved": int(m.bytes_moved),
+            "lower_bound_s": self.task.lower_bound, "placement": np.array(m.placement), "benchmark": self.graph.name,
+            "runtime": m.runtime,
+        }
+
+    # ---- observations ----
+    def _current_group(self) -> int:
+        return self._step % self.n_groups
+
+    def _observation(self) -> dict[str, np.ndarray]:
+        obs = {key: value.copy() for key, value in self.task.features.fields.items()}  # callers may keep them
+        if self.mode == "oneshot":
+            return obs
+        placement = np.zeros((self.slots, self.cluster.n_devices), np.float32)
+        decided = self.n_groups if self.mode == "improve" else min(self._step, self.n_groups)
+        placement[np.arange(decided), self._placement[:decided]] = 1.0
+        current = np.zeros(self.slots, np.float32)
+        if not self._done:
+            current[self._current_group()] = 1.0
+        obs["placement"], obs["current"] = placement, current
+        if self.mode == "improve":
+            obs["efficiency"] = np.array([min(self.task.lower_bound / self._last_reward_runtime, 1.0)], np.float32)
+        return obs
+
+    # ---- gym API ----
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        options = dict(options or {})
+        unknown = sorted(set(options) - set(OPTION_KEYS))
+        if unknown:
+            raise ValueError(f"unknown reset option(s) {', '.join(map(repr, unknown))}; accepted: "
+                             f"{', '.join(map(repr, OPTION_KEYS))}")
+        if "benchmark" in options:
+            self.task = self._task(options["benchmark"])
+        if "placement" in options and self.mode != "improve":
+            raise ValueError(f"reset option 'placement' (a start placement) is for mode='improve', not {self.mode!r}")
+        self._step, self._done, self._started, self._last = 0, False, True, None
+        self._placement = np.zeros(self.slots, np.int64)
+        info: dict[str, Any] = {"benchmark": self.graph.name, "n_groups": self.n_groups}
+        if self.mode == "improve":
+            start = options.get("placement")
+            start = self.task.reference(self.failing_signal)[0] if start is None else self._check_placement(start)
+            self._placement[: self.n_groups] = start
+            m, self._last_reward_runtime = self._evaluate(self._placement[: self.n_groups])
+            self._last = m
+            info.update(self._info(m, self._last_reward_runtime))
+        elif self.mode == "sequential" and self.dense_reward:
+            self._placement[: self.n_groups] = self.task.reference(self.failing_signal)[0]
+            self._last_reward_runtime = self._evaluate(self._placement[: self.n_groups], self.task.sim)[1]
+        return self._observation(), info
+
+    def _check_placement(self, placement: Any) -> np.ndarray:
+        from ..runtime.measurement import check_placement
+
+        return check_placement(self.graph, self.cluster, placement)
+
+    def _check_action(self, action: Any) -> Any:
+        n_devices = self.cluster.n_devices
+        array = np.asarray(action)
+        if array.dtype == bool or not np.issubdtype(array.dtype, np.integer):
+            raise InvalidActionError(f"action has dtype {array.dtype}; expected integers (device indices)")
+        if self.mode == "oneshot":
+            if array.shape != (self.slots,):
+                raise InvalidActionError(f"action has shape {array.shape}; expected ({self.slots},): one device "
+                                         f"per group slot")
+        elif array.shape not in ((), (1,)):
+            raise InvalidActionError(f"action has shape {array.shape}; expected a single device index")
+        if array.size and (array.min() < 0 or array.max() >= n_devices):
+            bad = int(array[(array < 0) | (array >= n_devices)].flat[0])
+            raise InvalidActionError(f"action uses device {bad}; this cluster has devices 0..{n_devices - 1} "
+                                     f"({', '.join(d.name for d in self.cluster.devices)})")
+        return array.astype(np.int64) if self.mode == "oneshot" else int(array.reshape(()))
+
+    def step(self, action: Any):
+        if not self._started:
+            raise ResetNeeded("call reset() before step()")
+        if self._done:
+            raise ResetNeeded("the episode has ended; call reset() before step()")
+        action = self._check_action(action)
+        n = self.n_groups
+        if self.mode == "oneshot":
+            self._placement[:] = action
+            return self._finish(*self._evaluate(self._placement[:n]))
+        group = self._current_group()
+        self._placement[group] = action
+        self._step += 1
+        if self.mode == "sequential":
+            if self._step == n:
+                return self._finish(*self._evaluate(self._placement[:n]), baseline=self.dense_reward)
+            reward = 0.0
+            if self.dense_reward:
+                charged = self._evaluate(self._placement[:n], self.task.sim)[1]
+                reward = self._reward_of(charged) - self._reward_of(self._last_reward_runtime)
+                self._last_reward_runtime = charged
+            return self._observation(), reward, False, False, {"groups_placed": self._step}
+        return self._finish(*self._evaluate(self._placement[:n]), baseline=True,
+                            done=self._step >= (self._improve_steps or n))
+
+    def _finish(self, m: Measurement, charged: float, *, baseline: bool = False, done: bool = True):
+        reward = self._reward_of(charged)
+        if baseline:
+            reward -= self._reward_of(self._last_reward_runtime)
+        self._last, self._last_reward_runtime, self._done = m, charged, done
+        return self._observation(), float(reward), done, False, self._info(m, charged)
+
+    def action_masks(self) -> np.ndarray:
+        """Devices each group may go to (those with kernels for all its ops), for MaskablePPO.
+
+        oneshot: flat bool vector of length S * D (padding slots allow device 0 only);
+        sequential / improve: bool vector of length D for the current group.
+        """
+        allowed = self.task.allowed
+        if self.mode == "oneshot":
+            mask = np.zeros((self.slots, self.cluster.n_devices), bool)
+            mask[: self.n_groups] = allowed
+            mask[self.n_groups:, 0] = True
+            return mask.reshape(-1)
+        if self._done:
+            return np.ones(self.cluster.n_devices, bool)
+        return allowed[self._current_group()].copy()
+
+    # ---- render and export ----
+    def _shown(self) -> Measurement:
+        if self._last is not None:
+            return self._last
+        return self.task.reference(self.failing_signal)[1]
+
+    def render(self):
+        if self.render_mode is None:
+            gym.logger.warn("render() without a render_mode: make the env with render_mode='rgb_array' or 'ansi'")
+            return None
+        from .. import render
+
+        m = self._shown()
+        if self.render_mode == "ansi":
+            return render.ansi_table(self.graph, self.cluster, m)
+        if m.ok or m.failure == "oom":  # draw the simulated schedule of the shown placement
+            m = dataclasses.replace(self.task.sim(m.placement, schedule=True), runtime_s=m.runtime_s, ok=m.ok,
+                                    failure=m.failure, message=m.message, runtime=m.runtime)
+        return render.gantt_rgb(self.graph, self.cluster, m)
+
+    def export_placed_graph(self, placement: Any, path: str) -> str:
+        """Write the TF graph with every op's device set by ``placement`` (one device per group)."""
+        from ..tf_import.export import export_placed_graph
+
+        placement = np.asarray(placement)
+        if placement.ndim == 1 and placement.shape[0] == self.slots:
+            placement = placement[: self.n_groups]
+        return export_placed_graph(self.graph, self.cluster, placement, path)
+
+    def close(self) -> None:
+        for task in self._tasks.values():
+            task.close()

@@ -1,0 +1,192 @@
+"""Fixed-size, normalised float32 features of a graph's groups and a cluster's devices.
+
+Everything the policy sees about a graph is computed once per (graph, cluster, slots) here and
+padded to ``slots`` groups, so observation spaces stay the same across graphs of up to ``slots``
+groups. Field by field (S = slots, D = devices, K = NEIGHBOURS, O = OUTPUTS):
+
+``group_mask`` (S,)        1 for a real group, 0 for padding.
+``op_types`` (S, C)        fraction of the group's ops in each of the C ``OP_CATEGORIES``.
+``output_shapes`` (S, O*4) the O largest tensors leaving the group, up to 4 dims each, as
+                           log2(1 + dim) / 16; -1 where there is no tensor or dimension.
+``neighbours`` (S, 2K)     the K largest-traffic predecessor and K successor groups, as
+                           (index + 1) / S; 0 where there is none.
+``neighbour_bytes`` (S, 2K) bytes exchanged with those neighbours, log10(1 + bytes) / 12.
+``compute`` (S, 2)         the group's compute time on the first CPU and first GPU of the cluster,
+                           as a fraction of the whole graph's time there (0 when the kind is absent).
+``memory`` (S, 2)          resident bytes (variables, slots) and bytes the group's ops output, as
+                           a fraction of the largest device memory, clipped to 1.
+``position`` (S,)          the group's index / S (groups are numbered in topological order).
+``devices`` (D, 5)         per device: is CPU, is GPU, peak FLOP/s and memory bandwidth relative to
+                           the fastest device, memory relative to the largest.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+from gymnasium import spaces
+
+from ..cluster import Cluster
+from ..opgraph import OpGraph
+
+NEIGHBOURS = 6  # per direction, as in the hierarchical placer (6 in + 6 out)
+OUTPUTS = 4
+MAX_DIMS = 4
+
+# Op categories by TF op type (first match wins); "other" catches the rest.
+OP_CATEGORIES: tuple[tuple[str, str], ...] = (
+    ("matmul", r"^(Batch)?MatMul|^Einsum|^SparseMatMul"),
+    ("conv", r"^(Depthwise)?Conv[123]D|^Conv2DBackprop|^Conv3DBackprop"),
+    ("pool", r"Pool"),
+    ("norm", r"Norm"),
+    ("activation", r"^(Relu|Relu6|Elu|Selu|Sigmoid|Tanh|Softmax|LogSoftmax|Softplus|Gelu|LeakyRelu)"),
+    ("loss", r"CrossEntropy"),
+    ("reduction", r"^(Sum|Mean|Max|Min|Prod|ArgMax|ArgMin|BiasAddGrad|L2Loss|All|Any)$"),
+    ("elementwise", r"^(Add|AddV2|AddN|Sub|Mul|RealDiv|Div|Neg|Square|Sqrt|Rsqrt|Exp|Log|Maximum|Minimum|Pow|"
+                    r"BiasAdd|Reciprocal|SquaredDifference|Abs|Sign|FloorMod|FloorDiv|Greater|Less|Equal|"
+                    r"GreaterEqual|LessEqual|NotEqual|LogicalAnd|LogicalOr|LogicalNot|Cast|Select|SelectV2)"),
+    ("gather_scatter", r"Gather|Scatter|SegmentSum|OneHot|Embedding"),
+    ("data_movement", r"^(Reshape|Slice|StridedSlice|StridedSliceGrad|Concat|ConcatV2|ConcatOffset|Split|SplitV|"
+                      r"Pack|Unpack|Tile|Transpose|ExpandDims|Squeeze|Shape|ShapeN|Size|Rank|Fill|Pad|PadV2|"
+                      r"ZerosLike|OnesLike|BroadcastTo|BroadcastGradientArgs|Reverse|ReverseV2)"),
+    ("optimizer", r"^(Resource)?Apply|^AssignSub|^AssignAdd"),
+    ("variable", r"Var|^Assign|^ReadVariableOp$"),
+    ("random", r"^Random|^TruncatedNormal|^Multinomial"),
+    ("control", r"^(NoOp|Identity|IdentityN|Const|Placeholder|PlaceholderWithDefault|StopGradient)$"),
+)
+CATEGORY_NAMES: tuple[str, ...] = tuple(name for name, _ in OP_CATEGORIES) + ("other",)
+_PATTERNS = tuple(re.compile(pattern) for _, pattern in OP_CATEGORIES)
+DEVICE_FEATURES = 5
+
+
+def op_category(op_type: str) -> int:
+    """Index into ``CATEGORY_NAMES`` of a TF op type."""
+    return next((k for k, pattern in enumerate(_PATTERNS) if pattern.search(op_type)), len(_PATTERNS))
+
+
+def observation_fields(slots: int, n_devices: int) -> dict[str, spaces.Box]:
+    """The graph part of the observation space: one Box per field (see the module docstring)."""
+    def box(shape: tuple[int, ...], low: float = 0.0, high: float = 1.0) -> spaces.Box:
+        return spaces.Box(low=low, high=high, shape=shape, dtype=np.float32)
+
+    return {
+        "group_mask": box((slots,)),
+        "op_types": box((slots, len(CATEGORY_NAMES))),
+        "output_shapes": box((slots, OUTPUTS * MAX_DIMS), low=-1.0),
+        "neighbours": box((slots, 2 * NEIGHBOURS)),
+        "neighbour_bytes": box((slots, 2 * NEIGHBOURS)),
+        "compute": box((slots, 2)),
+        "memory": box((slots, 2)),
+        "position": box((slots,)),
+        "devices": box((n_devices, DEVICE_FEATURES)),
+    }
+
+
+@dataclass(frozen=True, eq=False)
+class GraphFeatures:
+    """The padded feature arrays of one graph on one cluster (read-only)."""
+
+    fields: dict[str, np.ndarray]
+    slots: int
+    n_groups: int
+
+
+def _top_neighbours(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """For every group (src side), the NEIGHBOURS dst groups with the most bytes, and those bytes."""
+    index = np.full((n_groups, NEIGHBOURS), -1, np.int64)
+    volume = np.zeros((n_groups, NEIGHBOURS))
+    if src.size == 0:
+        return index, volume
+    pair = src * n_groups + dst
+    unique, inverse = np.unique(pair, return_inverse=True)
+    total = np.bincount(inverse, weights=weight)
+    u_src, u_dst = unique // n_groups, unique % n_groups
+    order = np.lexsort((u_dst, -total, u_src))  # by source, then most bytes, then index
+    u_src, u_dst, total = u_src[order], u_dst[order], total[order]
+    start = np.searchsorted(u_src, np.arange(n_groups))
+    rank = np.arange(u_src.size) - start[u_src]
+    keep = rank < NEIGHBOURS
+    index[u_src[keep], rank[keep]] = u_dst[keep]
+    volume[u_src[keep], rank[keep]] = total[keep]
+    return index, volume
+
+
+def _output_shapes(graph: OpGraph) -> np.ndarray:
+    """[n_groups, OUTPUTS * MAX_DIMS]: encoded shapes of the largest tensors leaving each group."""
+    n_groups = graph.n_groups
+    result = np.full((n_groups, OUTPUTS, MAX_DIMS), -1.0)
+    data = ~graph.is_control_edge
+    src, dst = graph.edge_src[data], graph.edge_dst[data]
+    leaving = graph.group[src] != graph.group[dst]
+    outputs = np.unique(graph.output_ptr[src[leaving]] + graph.edge_src_output[data][leaving])
+    if outputs.size:
+        producer = np.searchsorted(graph.output_ptr, outputs, side="right") - 1
+        groups = graph.group[producer]
+        order = np.lexsort((outputs, -graph.output_bytes[outputs], groups))
+        outputs, groups = outputs[order], groups[order]
+        start = np.searchsorted(groups, np.arange(n_groups))
+        rank = np.arange(groups.size) - start[groups]
+        keep = rank < OUTPUTS
+        dims = graph.output_dims[outputs[keep], :MAX_DIMS].astype(np.float64)
+        encoded = np.where(dims >= 0, np.log2(1.0 + np.maximum(dims, 0)) / 16.0, -1.0)
+        result[groups[keep], rank[keep]] = np.minimum(encoded, 1.0)
+    return result.reshape(n_groups, OUTPUTS * MAX_DIMS)
+
+
+def graph_features(graph: OpGraph, cluster: Cluster, op_seconds: np.ndarray, slots: int) -> GraphFeatures:
+    """Features of ``graph``'s groups on ``cluster`` padded to ``slots`` (>= graph.n_groups)."""
+    n_groups = graph.n_groups
+    if n_groups > slots:
+        raise ValueError(f"graph {graph.name!r} has {n_groups} groups, more than the {slots} observation slots; "
+                         f"make the env with a larger pad_to or a smaller max_groups")
+    group = graph.group
+    categories = np.array([op_category(t) for t in graph.op_types.tolist()], np.int64)
+    histogram = np.zeros((n_groups, len(CATEGORY_NAMES)))
+    np.add.at(histogram, (group, categories), 1.0)
+    histogram /= np.maximum(histogram.sum(axis=1, keepdims=True), 1.0)
+
+    data = ~graph.is_control_edge
+    g_src, g_dst = group[graph.edge_src[data]], group[graph.edge_dst[data]]
+    cross = g_src != g_dst
+    weight = graph.edge_bytes[data][cross].astype(np.float64)
+    out_index, out_bytes = _top_neighbours(g_src[cross], g_dst[cross], weight, n_groups)
+    in_index, in_bytes = _top_neighbours(g_dst[cross], g_src[cross], weight, n_groups)
+    neighbours = np.concatenate([in_index, out_index], axis=1)
+    neighbour_bytes = np.concatenate([in_bytes, out_bytes], axis=1)
+
+    compute = np.zeros((n_groups, 2))
+    for column, kind in enumerate(("CPU", "GPU")):
+        devices = [d for d, device in enumerate(cluster.devices) if device.kind == kind]
+        if devices:
+            per_group = np.bincount(group, weights=op_seconds[:, devices[0]], minlength=n_groups)
+            compute[:, column] = per_group / max(per_group.sum(), 1e-300)
+    largest_memory = float(cluster.memory_bytes.max())
+    produced = np.bincount(group, weights=graph.op_output_bytes, minlength=n_groups)
+    memory = np.stack([graph.group_persistent_bytes / largest_memory, produced / largest_memory], axis=1)
+
+    def pad(array: np.ndarray, fill: float = 0.0) -> np.ndarray:
+        out = np.full((slots, *array.shape[1:]), fill, np.float32)
+        out[:n_groups] = array
+        return out
+
+    devices = np.stack([
+        (cluster.kinds == 0), (cluster.kinds == 1),
+        cluster.peak_flops / cluster.peak_flops.max(),
+        cluster.memory_bandwidth / cluster.memory_bandwidth.max(),
+        cluster.memory_bytes / cluster.memory_bytes.max(),
+    ], axis=1).astype(np.float32)
+    fields = {
+        "group_mask": pad(np.ones(n_groups)),
+        "op_types": pad(histogram),
+        "output_shapes": pad(_output_shapes(graph), fill=-1.0),
+        "neighbours": pad(np.where(neighbours >= 0, (neighbours + 1) / slots, 0.0)),
+        "neighbour_bytes": pad(np.minimum(np.log10(1.0 + neighbour_bytes) / 12.0, 1.0)),
+        "compute": pad(compute),
+        "memory": pad(np.minimum(memory, 1.0)),
+        "position": pad(np.arange(n_groups) / slots),
+        "devices": devices,
+    }
+    for array in fields.values():
+        array.setflags(write=False)
+    return GraphFeatures(fields=fields, slots=slots, n_groups=n_groups)
