@@ -109,12 +109,145 @@ def test_tensor_for_two_consumers_on_one_device_is_sent_once():
     assert m3.bytes_moved == 2 * nbytes and m3.runtime_s == pytest.approx(1.0 + LAT + nbytes / BW + 1.0)
 
 
-def test_cpu_concurrency_runs_ready_ops_at_once():
+def test_cpu_lanes_share_the_device_so_work_is_conserved():
+    # concurrency lets ready ops start at once, but they share the device: three unit ops take 3 s
+    # however many lanes there are; only the schedule differs
     g = make_graph(3)
     t = seconds([1.0, 1.0, 1.0], 1)
-    assert simulate(g, make_cluster(("CPU",), concurrency=[2]), t, [0, 0, 0]).runtime_s == pytest.approx(2.0)
-    assert simulate(g, make_cluster(("CPU",), concurrency=[3]), t, [0, 0, 0]).runtime_s == pytest.approx(1.0)
-    assert simulate(g, make_cluster(("CPU",), concurrency=[1]), t, [0, 0, 0]).runtime_s == pytest.approx(3.0)
+    for conc, starts, ends in [(1, [0, 1, 2], [1, 2, 3]), (2, [0, 0, 2], [2, 2, 3]), (3, [0, 0, 0], [3, 3, 3])]:
+        m = simulate(g, make_cluster(("CPU",), concurrency=[conc]), t, [0, 0, 0], schedule=True)
+        assert m.runtime_s == pytest.approx(3.0) and m.busy_s.tolist() == pytest.approx([3.0])
+        assert m.extra["schedule"]["op_start"].tolist() == pytest.approx(starts)
+        assert m.extra["schedule"]["op_end"].tolist() == pytest.approx(ends)
+
+
+def run_schedule(costs, concurrency, edges=(), kind="CPU"):
+    g = make_graph(len(costs), edges)
+    m = simulate(g, make_cluster((kind,), concurrency=[concurrency]), seconds(costs, 1), [0] * len(costs),
+                 schedule=True)
+    assert m.ok
+    return m, m.extra["schedule"]["op_start"], m.extra["schedule"]["op_end"]
+
+
+def test_one_op_alone_on_a_shared_device_runs_at_full_speed():
+    m, start, end = run_schedule([1.5], 4)
+    assert start.tolist() == [0.0] and end.tolist() == [1.5] and m.runtime_s == 1.5
+
+
+def test_two_equal_ops_share_a_concurrency_2_device():
+    c = 0.7
+    m, start, end = run_schedule([c, c], 2)
+    assert start.tolist() == [0.0, 0.0]
+    assert end.tolist() == pytest.approx([2 * c, 2 * c], rel=1e-12)
+    assert end[0] == end[1]  # they finish in the same instant
+    assert m.runtime_s == pytest.approx(2 * c, rel=1e-12) and m.busy_s.tolist() == pytest.approx([2 * c])
+
+
+def test_unequal_ops_share_until_the_short_one_ends():
+    c = 0.5
+    m, start, end = run_schedule([c, 3 * c], 2)
+    # both at rate 1/2 until op0 has had c (t = 2c); op1 then has 2c left at full speed
+    assert end.tolist() == pytest.approx([2 * c, 4 * c], rel=1e-12)
+    assert m.runtime_s == pytest.approx(4 * c, rel=1e-12)
+    m, start, end = run_schedule([3 * c, c], 2)  # op order does not matter
+    assert end.tolist() == pytest.approx([4 * c, 2 * c], rel=1e-12)
+
+
+def test_third_op_waits_for_a_lane_then_shares():
+    m, start, end = run_schedule([1.0, 2.0, 1.0], 2)
+    # op0, op1 share: op0 ends at 2 (op1 has 1 left); op2 starts at 2 and shares with op1: both end at 4
+    assert start.tolist() == pytest.approx([0.0, 0.0, 2.0])
+    assert end.tolist() == pytest.approx([2.0, 4.0, 4.0])
+    assert m.runtime_s == pytest.approx(4.0)
+
+
+def test_zero_cost_op_on_a_shared_device_completes_at_once():
+    m, start, end = run_schedule([2.0, 0.0, 1.0], 2, edges=[(1, 2, 0, 8)])
+    # op1 costs nothing: it ends at 0 and op2 starts at once, sharing with op0
+    assert start.tolist() == [0.0, 0.0, 0.0] and end[1] == 0.0
+    assert end.tolist() == pytest.approx([3.0, 0.0, 2.0])
+
+
+def test_completions_that_tie_up_to_rounding_end_together():
+    # op0 (0.1) ends at t=0.2, op1 then starts with virtual finish 0.1 + 0.2 != 0.3 in floating point,
+    # but it must end in the same instant as op2 (virtual finish 0.3)
+    assert 0.1 + 0.2 != 0.3
+    m, start, end = run_schedule([0.1, 0.2, 0.3], 3, edges=[(0, 1, 0, 8)])
+    assert end[0] == pytest.approx(0.2) and start[1] == end[0]
+    assert end[1] == end[2] and end[2] == pytest.approx(0.6)
+
+
+def test_concurrency_1_is_fifo_at_full_speed():
+    for kind in ("GPU", "CPU"):
+        m, start, end = run_schedule([1.0, 2.0, 0.5], 1, kind=kind)
+        assert start.tolist() == [0.0, 1.0, 3.0] and end.tolist() == [1.0, 3.0, 3.5] and m.runtime_s == 3.5
+        assert m.busy_s.tolist() == [3.5]
+
+
+def test_busy_time_is_the_union_of_active_intervals():
+    # cpu: op0 and op3 share [0, 2]; op1 runs on the gpu; op2 on the cpu after it, alone
+    nbytes = 1000
+    g = make_graph(4, [(0, 1, 0, nbytes), (1, 2, 0, nbytes)], outputs=[[nbytes], [nbytes], [8], [8]])
+    c = make_cluster(("CPU", "GPU"), concurrency=[2, 1])
+    m = simulate(g, c, seconds([1.0, 2.0, 1.0, 1.0]), [0, 1, 0, 0], schedule=True)
+    s = m.extra["schedule"]
+    hop = LAT + nbytes / BW
+    assert s["op_end"].tolist() == pytest.approx([2.0, 4.0 + hop, 5.0 + 2 * hop, 2.0])
+    assert m.runtime_s == pytest.approx(5.0 + 2 * hop)
+    cpu = s["op_device"] == 0
+    assert float(np.sum(s["op_end"][cpu] - s["op_start"][cpu])) == pytest.approx(5.0)  # not this
+    assert m.busy_s.tolist() == pytest.approx([3.0, 2.0])  # [0, 2] and [4 + 2 hop, 5 + 2 hop]
+
+
+def reference_processor_sharing(costs, concurrency, edges):
+    """A plain step-by-step processor-sharing schedule of a DAG on one device (no transfers)."""
+    n = len(costs)
+    preds = [set() for _ in range(n)]
+    for a, b, *_ in edges:
+        preds[b].add(a)
+    start, end = np.full(n, np.nan), np.full(n, np.nan)
+    left = np.array(costs, float)
+    running, finished, now = [], set(), 0.0
+    while len(finished) < n:
+        ready = [i for i in range(n) if np.isnan(start[i]) and preds[i] <= finished]
+        for i in ready[: concurrency - len(running)]:
+            start[i] = now
+            running.append(i)
+        k = len(running)
+        step = min(left[i] for i in running)
+        now += step * k
+        for i in running:
+            left[i] -= step
+        for i in [i for i in running if left[i] <= 1e-9]:
+            end[i] = now
+            running.remove(i)
+            finished.add(i)
+    return start, end
+
+
+@pytest.mark.parametrize("concurrency", [2, 3, 5])
+def test_shared_device_matches_a_reference_schedule(concurrency):
+    rng = np.random.default_rng(concurrency)
+    n = 40
+    edges = sorted({(int(a), j, 0, 8) for j in range(1, n) for a in rng.choice(j, size=min(j, 2), replace=False)
+                    if rng.random() < 0.3})
+    costs = np.round(rng.random(n) * 4) / 4 + 0.25  # multiples of 1/4: exact in binary
+    m, start, end = run_schedule(costs, concurrency, edges=edges)
+    ref_start, ref_end = reference_processor_sharing(costs, concurrency, edges)
+    np.testing.assert_allclose(start, ref_start, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(end, ref_end, rtol=1e-9, atol=1e-9)
+    assert m.busy_s[0] == pytest.approx(costs.sum())
+
+
+def test_batch_equals_single_runs_with_sharing():
+    rng = np.random.default_rng(5)
+    g, t = random_graph(rng, n_ops=90)
+    c = make_cluster(("CPU", "CPU", "GPU"), concurrency=[4, 3, 1])
+    placements = rng.integers(0, 3, size=(6, g.n_groups))
+    singles = [simulate(g, c, t, p) for p in placements]
+    for a, b in zip(singles, simulate_batch(g, c, t, placements)):
+        assert a.runtime_s == b.runtime_s and a.busy_s.tolist() == b.busy_s.tolist()
+        assert a.peak_bytes.tolist() == b.peak_bytes.tolist() and a.bytes_moved == b.bytes_moved
 
 
 def test_peak_memory_of_a_chain_frees_inputs_after_their_last_consumer():
@@ -195,7 +328,11 @@ def test_schedule_respects_dependencies_lanes_and_links():
     m = simulate(g, c, t, p, schedule=True)
     s = m.extra["schedule"]
     dev, start, end = s["op_device"], s["op_start"], s["op_end"]
-    np.testing.assert_allclose(end - start, t[np.arange(g.n_ops), dev])
+    cost = t[np.arange(g.n_ops), dev]
+    gpu = dev != 0  # concurrency 1: full speed; the cpu's ops share it, so they take at least their cost
+    np.testing.assert_allclose((end - start)[gpu], cost[gpu])
+    assert np.all((end - start)[~gpu] >= cost[~gpu] * (1 - 1e-12))
+    assert m.busy_s.tolist() == pytest.approx(np.bincount(dev, weights=cost, minlength=3).tolist())
     assert m.runtime_s == pytest.approx(end.max())
     for a, b in zip(g.edge_src, g.edge_dst):
         assert start[b] >= end[a] + (c.latency[dev[a], dev[b]] if dev[a] != dev[b] else 0) - 1e-12

@@ -5,6 +5,13 @@ Semantics (one training step):
 * An op starts when every input (data and control edge) has arrived on its device and one of its
   device's ``concurrency`` lanes is free (GPU 1, CPU its inter-op threads). Ready ops start in
   topological (op index) order; all events of one instant are processed before ops are started.
+* ``op_seconds[i, d]`` is op i's time with the whole of device d. The ops running on a device share
+  its throughput equally (processor sharing): with k of them active each progresses at rate 1/k,
+  so a lone op runs at full speed and an op finishes once it has had ``op_seconds`` of whole-device
+  service. With ``concurrency`` 1 (GPUs) this is plain FIFO execution at full speed. Ops whose
+  service ends in the same instant (to a relative 1e-12) finish together, in op index order.
+  ``busy_s[d]`` is the time device d had at least one op active (the union of its ops' intervals;
+  since throughput is conserved it equals the sum of its ops' ``op_seconds`` up to rounding).
 * A data tensor crossing devices is sent once per (source output, destination device) over the
   directed link src -> dst, taking ``latency + bytes / bandwidth``. A link carries one transfer at a
   time, FIFO in the order transfers become ready (ties: source op index, then edge order);
@@ -40,6 +47,7 @@ _EV_OP = 0
 _EV_TRANSFER = 1
 _EV_CONTROL = 2
 _EV_TRANSFER_START = 3  # a queued transfer reaches the head of its link: its copy is allocated
+_TIE_REL = 1e-12  # relative tolerance for simultaneous completions on a shared device
 
 
 # ---------------------------------------------------------------------------------------------
@@ -194,6 +202,31 @@ def _simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in
         mem[dev[i]] += persistent[i]
     peak = mem.copy()
     free_lanes = concurrency.copy()
+    # Processor sharing on the devices with concurrency > 1 ("shared"): a virtual clock per device
+    # (whole-device service received by each active op) advancing at 1/k while k ops are active,
+    # a min-heap of the active ops keyed by virtual finish time, and the real time of the device's
+    # next completion, kept out of the event heap (there are few shared devices; scanning them is
+    # cheaper than re-posting an event each time k changes). A device of concurrency 1 posts its
+    # ops' ends to the event heap directly.
+    shared = np.empty(n_dev, np.int64)
+    n_shared = 0
+    max_conc = 1
+    for d in range(n_dev):
+        if concurrency[d] > 1:
+            shared[n_shared] = d
+            n_shared += 1
+            if concurrency[d] > max_conc:
+                max_conc = concurrency[d]
+    if max_conc > n:
+        max_conc = n + 1
+    v_clock = np.zeros(n_dev)
+    v_time = np.zeros(n_dev)  # real time at which v_clock was last brought up to date
+    active = np.zeros(n_dev, np.int64)
+    act_keys = np.empty((n_dev, max_conc))
+    act_vals = np.empty((n_dev, max_conc), np.int64)
+    next_done = np.full(n_dev, np.inf)
+    busy_since = np.zeros(n_dev)
+    done = np.empty(n + 1, np.int64)  # the ops that end at the current instant
     ready = np.empty((n_dev, n), np.int64)
     ready_size = np.zeros(n_dev, np.int64)
     for i in range(n):
@@ -202,7 +235,7 @@ def _simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in
             ready_size[d] = _int_push(ready[d], ready_size[d], i)
     cap = n + m + 1
     ev_keys = np.empty(n + 2 * m + 1)
-    ev_vals = np.empty(cap, np.int64)
+    ev_vals = np.empty(n + 2 * m + 1, np.int64)
     n_ev = 0
     link_free = np.zeros((n_dev, n_dev))
     op_start = np.full(n, np.nan)
@@ -217,13 +250,21 @@ def _simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in
     while True:
         # start ready ops on free lanes, lowest op index first
         for d in range(n_dev):
+            if free_lanes[d] == 0 or ready_size[d] == 0:
+                continue
+            is_shared = concurrency[d] > 1
+            if is_shared:  # bring the virtual clock up to now before k changes
+                if active[d] > 0:
+                    v_clock[d] += (now - v_time[d]) / active[d]
+                else:
+                    busy_since[d] = now
+                v_time[d] = now
             while free_lanes[d] > 0 and ready_size[d] > 0:
                 i = ready[d, 0]
                 ready_size[d] = _int_pop(ready[d], ready_size[d])
                 free_lanes[d] -= 1
                 started += 1
                 dur = op_seconds[i, d]
-                busy[d] += dur
                 op_start[i] = now
                 alloc = 0
                 for o in range(output_ptr[i], output_ptr[i + 1]):
@@ -232,70 +273,114 @@ def _simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in
                     mem[d] += alloc
                     if mem[d] > peak[d]:
                         peak[d] = mem[d]
-                n_ev = _ev_push(ev_keys, ev_vals, n_ev, now + dur, _EV_OP * cap + i)
-        if n_ev == 0:
+                if is_shared:
+                    active[d] = _ev_push(act_keys[d], act_vals[d], active[d], v_clock[d] + dur, i)
+                else:
+                    busy[d] += dur
+                    n_ev = _ev_push(ev_keys, ev_vals, n_ev, now + dur, _EV_OP * cap + i)
+            if is_shared:  # the device's next completion in real time
+                t_done = now + (act_keys[d, 0] - v_clock[d]) * active[d]
+                next_done[d] = t_done if t_done > now else now
+        # the next instant: the event heap's head or a shared device's next completion
+        now = ev_keys[0] if n_ev > 0 else np.inf
+        for s in range(n_shared):
+            if next_done[shared[s]] < now:
+                now = next_done[shared[s]]
+        if now == np.inf:
             break
-        # process every event of the next instant
-        now = ev_keys[0]
+        # ops ending now: first those of concurrency-1 devices (op index order), then each shared
+        # device's (device order; within one, ops whose virtual finish ties within _TIE_REL, in op
+        # index order)
+        n_done = 0
+        while n_ev > 0 and ev_keys[0] == now and ev_vals[0] < cap:
+            done[n_done] = ev_vals[0]  # _EV_OP == 0: the value is the op index
+            n_done += 1
+            n_ev = _ev_pop(ev_keys, ev_vals, n_ev)
+        for s in range(n_shared):
+            d = shared[s]
+            if next_done[d] != now:
+                continue
+            first = n_done
+            v_done = act_keys[d, 0]
+            v_last = v_done + v_done * _TIE_REL
+            while active[d] > 0 and act_keys[d, 0] <= v_last:
+                v_done = act_keys[d, 0]
+                i = act_vals[d, 0]
+                active[d] = _ev_pop(act_keys[d], act_vals[d], active[d])
+                k = n_done  # insertion into op index order
+                while k > first and done[k - 1] > i:
+                    done[k] = done[k - 1]
+                    k -= 1
+                done[k] = i
+                n_done += 1
+            v_clock[d] = v_done
+            v_time[d] = now
+            if active[d] > 0:
+                t_done = now + (act_keys[d, 0] - v_done) * active[d]
+                next_done[d] = t_done  # > now up to rounding; if equal it is handled next round
+            else:
+                next_done[d] = np.inf
+                busy[d] += now - busy_since[d]
+        for f in range(n_done):
+            i = done[f]
+            di = dev[i]
+            op_end[i] = now
+            if now > makespan:
+                makespan = now
+            free_lanes[di] += 1
+            # free inputs whose last local consumer this was
+            for k in range(in_ptr[i], in_ptr[i + 1]):
+                e = in_edges[k]
+                o = edge_gout[e]
+                if o < 0:
+                    continue
+                tid = edge_tid[e]
+                if tid < 0:
+                    out_refs[o] -= 1
+                    if out_refs[o] == 0:
+                        mem[di] -= output_bytes[o]
+                else:
+                    t_refs[tid] -= 1
+                    if t_refs[tid] == 0:
+                        mem[di] -= t_bytes[tid]
+            # outputs nobody consumes
+            for o in range(output_ptr[i], output_ptr[i + 1]):
+                if out_refs[o] == 0:
+                    mem[di] -= output_bytes[o]
+            # successors: local ones and control edges; data transfers below
+            for e in range(out_ptr[i], out_ptr[i + 1]):
+                j = edge_dst[e]
+                dj = dev[j]
+                if dj == di:
+                    remaining[j] -= 1
+                    if remaining[j] == 0:
+                        ready_size[dj] = _int_push(ready[dj], ready_size[dj], j)
+                elif edge_gout[e] < 0:
+                    n_ev = _ev_push(ev_keys, ev_vals, n_ev, now + latency[di, dj], _EV_CONTROL * cap + e)
+            for tid in range(t_ptr[i], t_ptr[i + 1]):
+                dj = t_ddev[tid]
+                start = link_free[di, dj]
+                if start < now:
+                    start = now
+                end = start + latency[di, dj] + t_bytes[tid] / bandwidth[di, dj]
+                link_free[di, dj] = end
+                t_start[tid] = start
+                t_end[tid] = end
+                bytes_moved += t_bytes[tid]
+                if start == now:  # the received copy lives from the transfer's start
+                    mem[dj] += t_bytes[tid]
+                    if mem[dj] > peak[dj]:
+                        peak[dj] = mem[dj]
+                else:
+                    n_ev = _ev_push(ev_keys, ev_vals, n_ev, start, _EV_TRANSFER_START * cap + tid)
+                n_ev = _ev_push(ev_keys, ev_vals, n_ev, end, _EV_TRANSFER * cap + tid)
+        # the other events of this instant
         while n_ev > 0 and ev_keys[0] == now:
             code = ev_vals[0]
             n_ev = _ev_pop(ev_keys, ev_vals, n_ev)
             kind = code // cap
             idx = code - kind * cap
-            if kind == _EV_OP:
-                i = idx
-                di = dev[i]
-                op_end[i] = now
-                if now > makespan:
-                    makespan = now
-                free_lanes[di] += 1
-                # free inputs whose last local consumer this was
-                for k in range(in_ptr[i], in_ptr[i + 1]):
-                    e = in_edges[k]
-                    o = edge_gout[e]
-                    if o < 0:
-                        continue
-                    tid = edge_tid[e]
-                    if tid < 0:
-                        out_refs[o] -= 1
-                        if out_refs[o] == 0:
-                            mem[di] -= output_bytes[o]
-                    else:
-                        t_refs[tid] -= 1
-                        if t_refs[tid] == 0:
-                            mem[di] -= t_bytes[tid]
-                # outputs nobody consumes
-                for o in range(output_ptr[i], output_ptr[i + 1]):
-                    if out_refs[o] == 0:
-                        mem[di] -= output_bytes[o]
-                # successors: local ones and control edges; data transfers below
-                for e in range(out_ptr[i], out_ptr[i + 1]):
-                    j = edge_dst[e]
-                    dj = dev[j]
-                    if dj == di:
-                        remaining[j] -= 1
-                        if remaining[j] == 0:
-                            ready_size[dj] = _int_push(ready[dj], ready_size[dj], j)
-                    elif edge_gout[e] < 0:
-                        n_ev = _ev_push(ev_keys, ev_vals, n_ev, now + latency[di, dj], _EV_CONTROL * cap + e)
-                for tid in range(t_ptr[i], t_ptr[i + 1]):
-                    dj = t_ddev[tid]
-                    start = link_free[di, dj]
-                    if start < now:
-                        start = now
-                    end = start + latency[di, dj] + t_bytes[tid] / bandwidth[di, dj]
-                    link_free[di, dj] = end
-                    t_start[tid] = start
-                    t_end[tid] = end
-                    bytes_moved += t_bytes[tid]
-                    if start == now:  # the received copy lives from the transfer's start
-                        mem[dj] += t_bytes[tid]
-                        if mem[dj] > peak[dj]:
-                            peak[dj] = mem[dj]
-                    else:
-                        n_ev = _ev_push(ev_keys, ev_vals, n_ev, start, _EV_TRANSFER_START * cap + tid)
-                    n_ev = _ev_push(ev_keys, ev_vals, n_ev, end, _EV_TRANSFER * cap + tid)
-            elif kind == _EV_TRANSFER:
+            if kind == _EV_TRANSFER:
                 tid = idx
                 o = t_out[tid]
                 out_refs[o] -= 1
