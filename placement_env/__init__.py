@@ -32,6 +32,8 @@ _LAZY = {
     "lower_bound": "placement_env.evaluation",
     "Evaluator": "placement_env.evaluation",
     "DevicePlacementEnv": "placement_env.env",
+    "calibrate": "placement_env.calibration",
+    "measured_costs": "placement_env.calibration",
     "apply_placement": "placement_env.tf_import.export",
     "export_placed_graph": "placement_env.tf_import.export",
 }

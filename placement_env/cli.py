@@ -25,11 +25,19 @@ def main(argv: list[str] | None = None) -> int:
     info.add_argument("--top", type=int, default=10, help="how many op types and groups to list (default: %(default)s)")
     clusters = commands.add_parser("cluster", help="describe a cluster preset, local:N, or a cluster JSON file")
     clusters.add_argument("name", nargs="?", help="preset name (omit to list the presets)")
+    cal = commands.add_parser("calibrate", help="measure random placements on local TF workers and fit the simulator")
+    cal.add_argument("benchmark", nargs="?", default="rnnlm-tiny", help="a small benchmark (default: %(default)s)")
+    cal.add_argument("--cluster", default="local:2", help="a local:N cluster (default: %(default)s)")
+    cal.add_argument("-n", "--placements", type=int, default=30, help="random placements to measure (default: %(default)s)")
+    cal.add_argument("--seed", type=int, default=0)
+    cal.add_argument("-o", "--output", help="write the calibrated cluster JSON here (use it as cluster=<path>)")
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
         if args.command == "info":
             print(describe_graph(_load_graph(args.benchmark, args.max_groups), top=args.top))
+        elif args.command == "calibrate":
+            _calibrate(args)
         else:
             print(_describe_cluster(args.name))
     except (PlacementEnvError, TypeError, ValueError) as error:
@@ -46,6 +54,18 @@ def _load_graph(benchmark: str, max_groups: int) -> OpGraph:
     from .benchmarks import load_benchmark
 
     return load_benchmark(benchmark, max_groups=max_groups)
+
+
+def _calibrate(args: argparse.Namespace) -> None:
+    from .calibration import calibrate
+    from .cluster import load_cluster
+
+    result = calibrate(_load_graph(args.benchmark, DEFAULT_MAX_GROUPS), load_cluster(args.cluster),
+                       n_placements=args.placements, seed=args.seed)
+    print(result.summary())
+    if args.output:
+        result.cluster.save(args.output)
+        print(f"calibrated cluster written to {args.output}")
 
 
 def _describe_cluster(name: str | None) -> str:

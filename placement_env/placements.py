@@ -24,13 +24,28 @@ def single_device(graph: OpGraph, cluster: Cluster, device: int) -> np.ndarray:
     return np.where(allowed[:, device], device, allowed.argmax(axis=1)).astype(np.int64)
 
 
-def random_placements(graph: OpGraph, cluster: Cluster, n: int, rng: np.random.Generator) -> np.ndarray:
-    """``n`` placements ([n, n_groups]), each group uniform over the devices that can run it."""
+SPREADS = ("uniform", "dirichlet")
+
+
+def random_placements(graph: OpGraph, cluster: Cluster, n: int, rng: np.random.Generator | int = 0, *,
+                      spread: str = "uniform") -> np.ndarray:
+    """``n`` random placements ([n, n_groups]), every group on a device that can run it.
+
+    ``spread="uniform"``: each group uniform over its allowed devices (placements then all cut
+    about the same share of edges). ``spread="dirichlet"``: each placement first draws device
+    weights from a flat Dirichlet and its groups follow them, so placements range from nearly
+    all on one device to evenly split; their step times span a wide range (what calibration needs).
+    """
+    if spread not in SPREADS:
+        raise ValueError(f"spread={spread!r}; expected one of {', '.join(map(repr, SPREADS))}")
+    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     allowed = allowed_devices(graph, cluster)
-    counts = allowed.sum(axis=1)
-    if graph.n_groups and counts.min() == 0:
-        raise ValueError(f"group {int(counts.argmin())} of {graph.name!r} can run on no device of {cluster.name!r}")
-    # the k-th allowed device of each group, k uniform in [0, count)
-    k = np.floor(rng.random((n, graph.n_groups)) * counts).astype(np.int64)
-    order = np.argsort(~allowed, axis=1, kind="stable")  # allowed devices first, in index order
-    return order[np.arange(graph.n_groups), k]
+    if graph.n_groups and not allowed.any(axis=1).all():
+        bad = int(np.flatnonzero(~allowed.any(axis=1))[0])
+        raise ValueError(f"group {bad} of {graph.name!r} can run on no device of {cluster.name!r}")
+    weights = rng.dirichlet(np.ones(cluster.n_devices), size=n) if spread == "dirichlet" else \
+        np.ones((n, cluster.n_devices))
+    p = allowed[None, :, :] * (weights[:, None, :] + 1e-12)  # [n, groups, devices]; allowed stay possible
+    cumulative = np.cumsum(p, axis=2)
+    u = rng.random((n, graph.n_groups, 1)) * cumulative[:, :, -1:]
+    return np.minimum((cumulative <= u).sum(axis=2), cluster.n_devices - 1).astype(np.int64)

@@ -1,6 +1,9 @@
 import subprocess
 import sys
 
+import pytest
+
+import placement_env as pe
 from placement_env.cli import main
 
 
@@ -29,3 +32,11 @@ def test_module_entry_point():
     result = subprocess.run([sys.executable, "-m", "placement_env", "cluster"], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0 and "paper-2gpu" in result.stdout
+
+
+@pytest.mark.slow
+def test_calibrate_command_writes_a_cluster(tmp_path):
+    out = tmp_path / "local2.json"
+    assert main(["calibrate", "synthetic-tiny", "-n", "8", "-o", str(out)]) == 0
+    cluster = pe.load_cluster(str(out))
+    assert cluster.n_devices == 2 and cluster.local_workers == 2

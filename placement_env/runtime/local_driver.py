@@ -13,8 +13,9 @@ Wire format, both directions: a 4-byte big-endian header length, a UTF-8 JSON he
 ``{"kind": "hello", "ports": [...], "worker_pids": [...], "interfaces": [...], "isolated": bool}``.
 
 Requests: ``{"op": "measure", "devices": {op_name: tf_device}, "train_op", "init_op", "feeds",
-"steps", "timeout_s"}`` + GraphDef bytes -> ``{"kind": "result", "ok": true, "step_times_s": [...],
-"setup_s", "init_s"}`` or ``{"kind": "result", "ok": false, "failure": kind, "message": text}``;
+"steps", "timeout_s", "trace", "trace_steps"}`` + GraphDef bytes -> ``{"kind": "result", "ok": true,
+"step_times_s": [...], "setup_s", "init_s", "trace_devices"}`` (with ``trace_steps`` > 0 also
+``"op_profile": {node: {"device", "seconds": [one per traced step]}}`` and ``"traced_step_times_s"``) or ``{"kind": "result", "ok": false, "failure": kind, "message": text}``;
 ``{"op": "shutdown"}`` -> the driver kills its workers and exits. If a worker dies, the driver
 writes ``{"kind": "crash", "message": ...}`` and exits at once.
 
@@ -225,6 +226,27 @@ def _failure(error: BaseException) -> tuple[str, str]:
     return "error", text
 
 
+def _node_seconds(step_stats) -> dict[str, tuple[str, float]]:
+    """``{node name: (device, seconds)}`` of one traced step: each node's own execution time.
+
+    A node's time is ``op_end_rel`` - ``op_start_rel`` (its kernel's Compute; nanoseconds where TF
+    fills them, else microseconds). Names are the GraphDef node names (a ``name:OpType`` label is
+    ``timeline_label``, not ``node_name``); a suffix after ``:`` is dropped all the same. Entries of one
+    node on several devices or more than once (``_SOURCE``, async kernels) add up.
+    """
+    out: dict[str, tuple[str, float]] = {}
+    for stats in step_stats.dev_stats:
+        for node in stats.node_stats:
+            if node.op_end_rel_nanos or node.op_start_rel_nanos:
+                seconds = (node.op_end_rel_nanos - node.op_start_rel_nanos) * 1e-9
+            else:
+                seconds = (node.op_end_rel_micros - node.op_start_rel_micros) * 1e-6
+            name = node.node_name.split(":")[0]
+            previous = out.get(name)
+            out[name] = (stats.device, max(seconds, 0.0) + (previous[1] if previous else 0.0))
+    return out
+
+
 def measure(driver: Driver, header: dict, payload: bytes) -> dict:
     import numpy as np
     import tensorflow as tf
@@ -278,15 +300,30 @@ def measure(driver: Driver, header: dict, payload: bytes) -> dict:
                 t0 = time.perf_counter()
                 sess.run(header["train_op"], feed_dict=feed_dict, options=options())
                 times.append(time.perf_counter() - t0)
-            traced = {}
-            if header.get("trace"):  # one extra, untimed step: which device ran how many nodes
+            traced: dict[str, int] = {}
+            profile: dict[str, list] = {}
+            n_traced = max(int(header.get("trace_steps", 0)), 1 if header.get("trace") else 0)
+            traced_times = []
+            for step in range(n_traced):  # extra, untimed steps with a full trace
                 run_options = options()
                 run_options.trace_level = tf.compat.v1.RunOptions.FULL_TRACE
                 metadata = tf.compat.v1.RunMetadata()
+                t0 = time.perf_counter()
                 sess.run(header["train_op"], feed_dict=feed_dict, options=run_options, run_metadata=metadata)
-                for stats in metadata.step_stats.dev_stats:
-                    traced[stats.device] = traced.get(stats.device, 0) + len(stats.node_stats)
-        return {"ok": True, "step_times_s": times, "setup_s": setup_s, "init_s": init_s, "trace_devices": traced}
+                traced_times.append(time.perf_counter() - t0)
+                if step == 0:  # which device ran how many nodes
+                    for stats in metadata.step_stats.dev_stats:
+                        traced[stats.device] = traced.get(stats.device, 0) + len(stats.node_stats)
+                if header.get("trace_steps"):
+                    for name, (device, seconds) in _node_seconds(metadata.step_stats).items():
+                        entry = profile.setdefault(name, [device, [0.0] * n_traced])
+                        entry[1][step] = seconds
+        result = {"ok": True, "step_times_s": times, "setup_s": setup_s, "init_s": init_s, "trace_devices": traced}
+        if header.get("trace_steps"):
+            result["op_profile"] = {name: {"device": device, "seconds": seconds}
+                                    for name, (device, seconds) in profile.items()}
+            result["traced_step_times_s"] = traced_times
+        return result
     except tf.errors.OpError as error:
         failure, message = _failure(error)
         return {"ok": False, "failure": failure, "message": message}

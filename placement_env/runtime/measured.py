@@ -328,10 +328,15 @@ class LocalWorkers:
 
     def measure(self, graph_def: bytes, devices: dict[str, str], *, train_op: str, init_op: str = "",
                 feeds: Any = (), steps: int = 10, timeout_s: float = 600.0,
-                margin_s: float = TIMEOUT_MARGIN_S, trace: bool = False) -> dict:
-        """Raw measurement: the driver's answer dict (``ok``, ``step_times_s`` or ``failure``/``message``)."""
+                margin_s: float = TIMEOUT_MARGIN_S, trace: bool = False, trace_steps: int = 0) -> dict:
+        """Raw measurement: the driver's answer dict (``ok``, ``step_times_s`` or ``failure``/``message``).
+
+        ``trace_steps`` > 0 runs that many more, untimed steps with a full trace and adds
+        ``op_profile`` (``{node: {"device", "seconds": [per traced step]}}``) to the answer.
+        """
         header = {"op": "measure", "devices": devices, "train_op": train_op, "init_op": init_op,
-                  "feeds": list(feeds), "steps": int(steps), "timeout_s": float(timeout_s), "trace": bool(trace)}
+                  "feeds": list(feeds), "steps": int(steps), "timeout_s": float(timeout_s), "trace": bool(trace),
+                  "trace_steps": int(trace_steps)}
         was_running = self.running
         if self._proc is not None and not was_running:
             self._kill()  # died while idle: start afresh, it is not this placement's fault
@@ -402,6 +407,57 @@ class MeasuredRuntime:
             extra={"step_times_s": times, "timed_step_times_s": times[self.warmup:],
                    "setup_s": float(answer.get("setup_s", 0.0)), "init_s": float(answer.get("init_s", 0.0)),
                    **({"trace_devices": answer.get("trace_devices", {})} if trace else {})})
+
+    def profile(self, graph: OpGraph, placement: Any, *, trace_steps: int = 5,
+                timeout_s: float | None = None) -> Measurement:
+        """Measure ``placement`` like :meth:`measure`, then run ``trace_steps`` more steps with
+        ``RunOptions(trace_level=FULL_TRACE)`` and read every op's execution time from the step stats.
+
+        On success ``extra`` also holds ``op_seconds`` (float array [n_ops]: the median over the traced
+        steps of each op's time; 0 for ops the trace does not list, e.g. pruned ones), ``op_traced``
+        (bool [n_ops]: the op is in the trace), ``op_device`` (the TF device that ran each traced op,
+        "" if none), ``untracked_nodes`` (nodes in the trace that are not ops of the graph, e.g.
+        ``_Send``/``_Recv`` and ``_SOURCE``, with their median seconds) and ``traced_step_times_s``
+        (wall times of the traced steps, slower than untraced ones).
+        """
+        if trace_steps < 1:
+            raise ValueError(f"trace_steps = {trace_steps}: must be >= 1")
+        checked = check_placement(graph, self.cluster, placement)
+        if not graph.graph_def or not graph.train_op:
+            raise ValueError(f"graph {graph.name!r} carries no GraphDef / train_op to execute")
+        tf_devices = np.array([d.tf_device for d in self.cluster.devices], dtype=object)
+        per_op = tf_devices[op_devices(graph, checked)]
+        devices = dict(zip(graph.op_names.tolist(), per_op.tolist()))
+        timeout = self.timeout_s if timeout_s is None else float(timeout_s)
+        answer = self.workers.measure(graph.graph_def, devices, train_op=graph.train_op, init_op=graph.init_op,
+                                      feeds=graph.feeds, steps=self.steps, timeout_s=timeout, margin_s=self.margin_s,
+                                      trace=True, trace_steps=int(trace_steps))
+        if not answer.get("ok"):
+            if answer.get("failure") == "timeout" and self._workers is not None:
+                self._workers.close()
+            return Measurement(runtime_s=float("nan"), ok=False, failure=answer.get("failure", "error"),
+                               message=answer.get("message", ""), placement=checked, runtime="measured")
+        seconds = np.zeros(graph.n_ops)
+        traced = np.zeros(graph.n_ops, dtype=bool)
+        device = np.full(graph.n_ops, "", dtype=object)
+        untracked: dict[str, float] = {}
+        index = graph._index_by_name
+        for name, entry in answer.get("op_profile", {}).items():
+            median = float(np.median(entry["seconds"]))
+            i = index.get(name)
+            if i is None:
+                untracked[name] = median
+                continue
+            seconds[i], traced[i], device[i] = median, True, entry["device"]
+        times = [float(t) for t in answer["step_times_s"]]
+        return Measurement(
+            runtime_s=float(np.median(times[self.warmup:])), ok=True, placement=checked, runtime="measured",
+            extra={"step_times_s": times, "timed_step_times_s": times[self.warmup:],
+                   "setup_s": float(answer.get("setup_s", 0.0)), "init_s": float(answer.get("init_s", 0.0)),
+                   "trace_devices": answer.get("trace_devices", {}),
+                   "traced_step_times_s": [float(t) for t in answer.get("traced_step_times_s", [])],
+                   "op_seconds": seconds, "op_traced": traced, "op_device": device,
+                   "untracked_nodes": untracked})
 
     def close(self) -> None:
         if self._workers is not None:

@@ -1,0 +1,210 @@
+"""Calibration of the simulator: fitting on synthetic data, and a small real calibration on local:2."""
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+import placement_env as pe
+from placement_env.calibration import (Calibration, calibrate, calibrated_cluster, fidelity, fit_and_report,
+                                       fit_simulator, simulated_runtimes, with_link)
+from placement_env.placements import random_placements
+from placement_env.costs import OpCosts, analytical_costs
+from placement_env.runtime import measured
+from placement_env.runtime.measured import MeasuredRuntime
+
+needs_netns = pytest.mark.skipif(measured._unshare_command() is None,
+                                 reason="no private network namespace (unshare) on this machine")
+
+
+@pytest.fixture(scope="module")
+def local2():
+    return pe.load_cluster("local:2")
+
+
+@pytest.fixture(scope="module")
+def synth():
+    return pe.load_benchmark("synthetic-tiny")
+
+
+@pytest.fixture(scope="module")
+def synth_costs(synth, local2):
+    return analytical_costs(synth, local2)
+
+
+def _raw(costs, cluster):
+    """Analytical costs without the cluster's per-op overhead."""
+    return costs.seconds - np.asarray(cluster.op_overhead_s)[None, :]
+
+
+def _truth(graph, cluster, costs, placements, scale=3.0, overhead=5e-6, bandwidth=10e6, latency=250e-6):
+    true_cluster = with_link(cluster, bandwidth, latency)
+    return simulated_runtimes(graph, true_cluster, _raw(costs, cluster) * scale + overhead, placements)
+
+
+def test_random_placements_respect_kernels_and_seed(synth, local2):
+    a = random_placements(synth, local2, 20, 3, spread="dirichlet")
+    b = random_placements(synth, local2, 20, 3, spread="dirichlet")
+    assert a.shape == (20, synth.n_groups) and a.dtype == np.int64
+    assert np.array_equal(a, b)
+    assert not np.array_equal(a, random_placements(synth, local2, 20, 4, spread="dirichlet"))
+    assert a.min() >= 0 and a.max() < local2.n_devices
+    share = (a == 1).mean(axis=1)  # dirichlet: placements range from lopsided to even
+    assert share.min() < 0.25 and share.max() > 0.75
+    uniform = (random_placements(synth, local2, 20, 3, spread="uniform") == 1).mean(axis=1)
+    assert np.all(np.abs(uniform - 0.5) < 0.25)
+    # a group with a CPU kernel only is never placed on a GPU
+    paper = pe.load_cluster("paper-2gpu")
+    tiny = pe.load_benchmark("rnnlm-tiny")
+    placements = random_placements(tiny, paper, 10, 0, spread="dirichlet")
+    kinds = paper.kinds[placements]
+    assert np.all((tiny.group_device_mask[None, :] >> kinds.astype(np.uint8)) & 1)
+
+
+def test_fidelity_metrics():
+    f = fidelity(np.array([1.0, 2.0, 3.0, np.nan]), np.array([2.0, 4.0, 6.0, 1.0]))
+    assert f["n"] == 3 and f["spearman"] == pytest.approx(1.0)
+    assert f["mape"] == pytest.approx(0.5)
+    assert f["rms_log_ratio"] == pytest.approx(math.log(2))
+    assert fidelity(np.array([3.0, 2.0, 1.0]), np.array([1.0, 2.0, 3.0]))["spearman"] == pytest.approx(-1.0)
+
+
+def test_fit_recovers_known_parameters(synth, local2, synth_costs):
+    placements = random_placements(synth, local2, 16, 1, spread="dirichlet")
+    meas = _truth(synth, local2, synth_costs, placements)
+    raw = _raw(synth_costs, local2)
+    fit = fit_simulator(synth, local2, raw, placements, meas)
+    assert fit.loss < 1e-3
+    assert fit.latency == pytest.approx(250e-6, rel=0.1)
+    # scale and overhead trade off on this graph (grappler's op costs are tiny next to the overhead):
+    # their sum over the graph is what is identified
+    total = fit.scale[0] * raw[:, 0].sum() + fit.overhead[0] * synth.n_ops
+    assert total == pytest.approx(3.0 * raw[:, 0].sum() + 5e-6 * synth.n_ops, rel=0.5)
+    # with the overhead and links known, the scale comes out right
+    known = fit_simulator(synth, local2, raw, placements, meas, fit_overhead=False, fit_links=False,
+                          overhead0=5e-6, start=(np.ones(2), 10e6, 250e-6))
+    assert known.loss < 1e-4
+    assert np.allclose(known.scale, 3.0, rtol=0.2)
+    assert fit.scale.shape == fit.overhead.shape == (local2.n_devices,)
+    # with only the links free, the scale and overhead stay where they start
+    fixed = fit_simulator(synth, local2, _raw(synth_costs, local2), placements, meas, fit_scale=False,
+                          fit_overhead=False, overhead0=5e-6)
+    assert np.all(fixed.scale == 1.0) and np.all(fixed.overhead == 5e-6)
+
+
+def test_calibration_report_and_cluster(synth, local2, synth_costs, tmp_path):
+    placements = random_placements(synth, local2, 20, 2, spread="dirichlet")
+    noise = np.random.default_rng(0).lognormal(0, 0.03, len(placements))
+    meas = _truth(synth, local2, synth_costs, placements) * noise
+    cal = fit_and_report(synth, local2, synth_costs, placements, meas, folds=4, failures={"timeout": 1},
+                         n_attempted=21)
+    assert isinstance(cal, Calibration)
+    assert cal.after["mape"] < 0.1 < cal.before["mape"]
+    assert cal.after["spearman"] > 0.8 and cal.heldout["spearman"] > 0.8
+    assert np.all(np.isfinite(cal.heldout_s)) and cal.folds == 4
+    # the calibrated cluster reproduces the fitted op costs through the analytical cost model
+    c = cal.cluster
+    assert [d.name for d in c.devices] == [d.name for d in local2.devices]
+    assert c.local_workers == 2 and c.name == local2.name
+    off = ~np.eye(2, dtype=bool)
+    assert np.all(c.bandwidth[off] == cal.fit.bandwidth) and np.all(c.latency[off] == cal.fit.latency)
+    assert np.allclose(c.op_overhead_s, cal.fit.overhead)
+    reproduced = analytical_costs(synth, c).seconds
+    assert np.allclose(reproduced.sum(axis=0), cal.costs.seconds.sum(axis=0), rtol=0.02)
+    path = tmp_path / "cal.json"
+    c.save(path)
+    assert pe.Cluster.load_json(path) == c
+    data = json.loads(json.dumps(cal.to_dict()))
+    assert data["failures"] == {"timeout": 1} and data["n_attempted"] == 21
+    assert len(data["measured_s"]) == 20 and data["fidelity"]["after"]["n"] == 20
+    text = cal.summary()
+    assert "before calibration" in text and "held-out" in text and "timeout: 1" in text
+
+
+def test_calibrated_cluster_scales_analytical_costs(synth, local2, synth_costs):
+    slower = calibrated_cluster(local2, np.array([2.0, 4.0]), 5e7, 1e-4, op_overhead_s=np.array([0.0, 0.0]))
+    costs = analytical_costs(synth, slower).seconds
+    raw = _raw(synth_costs, local2)
+    assert np.allclose(costs[:, 0].sum(), 2 * raw[:, 0].sum(), rtol=0.02)
+    assert np.allclose(costs[:, 1].sum(), 4 * raw[:, 1].sum(), rtol=0.02)
+
+
+def test_calibrate_excludes_failed_measurements(synth, local2, synth_costs):
+    """A fake runtime: failures and exceptions are counted, never crash the run."""
+    placements = random_placements(synth, local2, 12, 5, spread="dirichlet")
+    truth = _truth(synth, local2, synth_costs, placements)
+
+    class Fake:
+        steps, warmup = 6, 2
+
+        def __init__(self):
+            self.k = 0
+
+        def measure(self, graph, placement):
+            k, self.k = self.k, self.k + 1
+            if k == 3:
+                raise RuntimeError("boom")
+            if k == 5:
+                return pe_measurement(False)
+            return pe_measurement(True, truth[k])
+
+    from placement_env.runtime.measurement import Measurement
+
+    def pe_measurement(ok, t=float("nan")):
+        return Measurement(runtime_s=t, ok=ok, failure="" if ok else "crash")
+
+    cal = calibrate(synth, local2, runtime=Fake(), placements=placements, progress=False, costs=synth_costs, folds=3)
+    assert cal.failures == {"RuntimeError": 1, "crash": 1}
+    assert len(cal.measured_s) == 10 and cal.n_attempted == 12
+    assert cal.after["mape"] < 0.05
+
+
+def _children(pid):
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as handle:
+                    fields = handle.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] not in (b"Z", b"X"):
+                found.append(int(entry))
+    return found
+
+
+@pytest.mark.slow
+@needs_netns
+def test_measured_costs_profile(synth, local2):
+    from placement_env.calibration import measured_costs
+
+    with MeasuredRuntime(local2, steps=4, warmup=2, timeout_s=120) as rt:
+        costs = measured_costs(synth, local2, runtime=rt, steps=3)
+        pid = rt.workers.pid
+        assert pid is not None
+    assert not _children(os.getpid()) or pid not in _children(os.getpid())
+    assert costs.seconds.shape == (synth.n_ops, 2)
+    assert np.array_equal(costs.seconds[:, 0], costs.seconds[:, 1])  # identical workers: one profile
+    assert costs.source == "measured on local:2"
+    traced = np.count_nonzero(costs.seconds[:, 0] > 0)
+    assert traced > synth.n_ops // 3
+    assert 0 < costs.n_unreported < synth.n_ops
+    assert 1e-5 < costs.seconds.sum() / 2 < 0.1  # a tiny graph: microseconds per op
+
+
+@pytest.mark.slow
+@needs_netns
+def test_real_calibration_on_local2(synth, local2):
+    """A real, small calibration: 16 placements, 5 timed steps each (about a minute on 2 cores)."""
+    before = set(_children(os.getpid()))
+    with MeasuredRuntime(local2, steps=7, warmup=2, timeout_s=120) as rt:
+        cal = calibrate(synth, local2, n_placements=16, seed=0, runtime=rt, progress=False, folds=4)
+        driver = rt.workers.pid
+    assert driver is not None and not measured._alive(driver)
+    assert set(_children(os.getpid())) <= before  # no driver or worker left behind
+    assert len(cal.measured_s) >= 14, cal.failures
+    assert np.ptp(cal.measured_s) > 2 * np.min(cal.measured_s)  # placements differ in step time
+    assert cal.after["spearman"] > 0.5, cal.summary()
+    assert cal.after["mape"] < cal.before["mape"], cal.summary()
+    assert cal.heldout["spearman"] > 0.3, cal.summary()
