@@ -5,6 +5,7 @@ times, on the same placements and in the same process:
 
 * the simulator through ``pe.Evaluator`` one placement at a time, and through its batch call;
 * grappler's VirtualCluster (``runtime="grappler"``) on the first few of them;
+* a oneshot ``env.step`` against a bare ``pe.evaluate`` of the same placement;
 * the placed step on real local TF workers (``runtime="measured"``, a tiny graph on ``local:2``).
 
 It prints medians, evaluations per second and the grappler / simulator ratio, plus the simulated
@@ -58,6 +59,7 @@ def bench_graph(name: str, cluster_name: str, n_sim: int, n_grappler: int, seed:
         g_m, g_s = _timed(grappler, p)
         _, s_s = _timed(sim, p)
         pairs.append((g_s, s_s, g_m.ok))
+    env_over_evaluate = _env_step_over_evaluate(graph, cluster, placements[: min(len(placements), 100)])
     gpu = next((d for d in range(cluster.n_devices) if cluster.devices[d].kind == "GPU"), 0)
     single = {kind: sim(single_device(graph, cluster, d)) for kind, d in (("cpu", 0), ("gpu", gpu))}
     return {
@@ -69,8 +71,25 @@ def bench_graph(name: str, cluster_name: str, n_sim: int, n_grappler: int, seed:
         "single_cpu": _describe(single["cpu"]), "single_gpu": _describe(single["gpu"]),
         "single_cpu_s": single["cpu"].runtime_s if single["cpu"].ok else None,
         "single_gpu_s": single["gpu"].runtime_s if single["gpu"].ok else None,
-        "lower_bound_s": sim.lower_bound(),
+        "lower_bound_s": sim.lower_bound(), "env_step_over_evaluate": env_over_evaluate,
     }
+
+
+def _env_step_over_evaluate(graph, cluster, placements: np.ndarray) -> float:
+    """Median over placements of (oneshot env.step time) / (bare pe.evaluate time), alternated."""
+    import placement_env as pe
+    from placement_env.env import DevicePlacementEnv
+
+    env = DevicePlacementEnv(graph, cluster)
+    env.reset(seed=0)
+    env.step(placements[0])
+    ratios = []
+    for p in placements:
+        env.reset()
+        _, step_s = _timed(env.step, p)
+        _, evaluate_s = _timed(pe.evaluate, graph, cluster, p)
+        ratios.append(step_s / evaluate_s)
+    return statistics.median(ratios)
 
 
 def bench_measured(name: str, n: int, seed: int) -> dict[str, Any]:
@@ -102,12 +121,12 @@ def report(graphs: list[dict[str, Any]], measured: dict[str, Any] | None, one_co
     lines = [f"placement_env.bench: {'one core (pinned)' if one_core else 'all cores'}, "
              f"{os.cpu_count()} cores on this machine", "",
              "| benchmark | cluster | ops | groups | sim ms/placement | sim evals/s (batch) | grappler ms | "
-             "grappler / sim | 1 CPU | 1 GPU | lower bound |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "grappler / sim | env.step / evaluate | 1 CPU | 1 GPU | lower bound |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in graphs:
         lines.append(f"| {r['benchmark']} | {r['cluster']} | {r['ops']:,} | {r['groups']} | {r['sim_median_ms']:.3f} | "
                      f"{r['sim_evals_per_s']:,.0f} ({r['sim_batch_evals_per_s']:,.0f}) | {r['grappler_median_ms']:.0f} | "
-                     f"{r['grappler_over_sim']:,.0f}x | {r['single_cpu']} | {r['single_gpu']} | "
+                     f"{r['grappler_over_sim']:,.0f}x | {r['env_step_over_evaluate']:.2f}x | {r['single_cpu']} | {r['single_gpu']} | "
                      f"{r['lower_bound_s']:.4g} s |")
     nmt = next((r for r in graphs if r["benchmark"] == "nmt"), None)
     if nmt is not None:
@@ -115,6 +134,9 @@ def report(graphs: list[dict[str, Any]], measured: dict[str, Any] | None, one_co
                       f"{'met' if nmt['sim_median_ms'] < SIM_TARGET_MS else 'MISSED'}), grappler / sim "
                       f"{nmt['grappler_over_sim']:,.0f}x (target >= {RATIO_TARGET:.0f}x: "
                       f"{'met' if nmt['grappler_over_sim'] >= RATIO_TARGET else 'MISSED'})"]
+    if nmt is not None:
+        lines.append(f"target nmt: env.step / pe.evaluate {nmt['env_step_over_evaluate']:.2f}x (target < 1.5x: "
+                     f"{'met' if nmt['env_step_over_evaluate'] < 1.5 else 'MISSED'})")
     rnnlm = next((r for r in graphs if r["benchmark"] == "rnnlm"), None)
     if rnnlm is not None and rnnlm["single_cpu_s"] and rnnlm["single_gpu_s"]:
         lines.append(f"rnnlm single CPU / single GPU: {rnnlm['single_cpu_s'] / rnnlm['single_gpu_s']:.2f}x")

@@ -271,3 +271,31 @@ def test_works_under_sb3_subproc_vec_env():
         assert dones.all() and np.all(rewards < 0) and infos[0]["ok"]
     finally:
         envs.close()
+
+
+@pytest.mark.slow
+def test_measured_env_survives_a_killed_worker():
+    import os
+    import signal
+    import time
+
+    env = gym.make(TINY, cluster="local:2", runtime="measured", measured_options={"steps": 4, "warmup": 1}).unwrapped
+    assert env.spec.nondeterministic  # any env measuring real runs says so
+    try:
+        placement = np.arange(env.slots) % 2
+        env.reset(seed=0)
+        _, _, _, _, info = env.step(placement)
+        assert info["ok"] and info["runtime"] == "measured", info["message"]
+        workers = env.task.evaluator._measured.workers
+        os.kill(workers.worker_pids[1], signal.SIGKILL)
+        time.sleep(0.5)
+        env.reset()
+        _, reward, terminated, _, info = env.step(placement)
+        assert terminated
+        if not info["ok"]:
+            assert info["failure"] == "crash" and reward == pytest.approx(-10.0), info
+            env.reset()
+            _, _, _, _, info = env.step(placement)
+        assert info["ok"], info["message"]
+    finally:
+        env.close()
