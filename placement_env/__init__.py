@@ -28,6 +28,8 @@ _LAZY = {
     "Cluster": "placement_env.cluster",
     "Device": "placement_env.cluster",
     "load_cluster": "placement_env.cluster",
+    "cluster_from_spec": "placement_env.cluster",
+    "ClusterUnreachableError": "placement_env.cluster",
     "evaluate": "placement_env.evaluation",
     "lower_bound": "placement_env.evaluation",
     "Evaluator": "placement_env.evaluation",

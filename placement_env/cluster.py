@@ -3,7 +3,8 @@
 A ``Cluster`` is a tuple of ``Device`` records plus two n x n link matrices (bandwidth in bytes/s
 per direction, latency in seconds). Simulators read it through read-only numpy arrays; users
 write it as JSON with a default link and per-pair overrides. ``load_cluster`` turns a preset
-name, ``"local:N"``, a JSON path or a dict into a ``Cluster``.
+name, ``"local:N"``, a JSON path or a dict into a ``Cluster``; ``cluster_from_spec`` builds one
+from a running TF cluster (a ``tf.train.ClusterSpec``) by listing its servers' devices.
 """
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ import json
 import math
 import numbers
 import os
+import re
+import socket
+import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -22,15 +26,19 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ClusterConfigError, UnknownClusterError
+from .errors import ClusterConfigError, PlacementEnvError, UnknownClusterError
 from .opgraph import DEVICE_KINDS  # index = value in Cluster.kinds
+
+class ClusterUnreachableError(PlacementEnvError, ConnectionError):
+    """A server of a TF cluster (``cluster_from_spec``) did not answer in time."""
+
 
 MAX_LOCAL_WORKERS = 64  # one TF server process per worker; more than this is surely a typo
 
 _DEVICE_REQUIRED = ("name", "kind", "peak_flops", "memory_bandwidth", "memory_bytes", "concurrency")
 _DEVICE_OPTIONAL = ("tf_device", "op_overhead_s")
 _CLUSTER_REQUIRED = ("name", "devices")
-_CLUSTER_OPTIONAL = ("default_link", "links", "local_workers")
+_CLUSTER_OPTIONAL = ("default_link", "links", "local_workers", "remote_target", "remote_jobs")
 _LINK_REQUIRED = ("src", "dst")
 _LINK_OPTIONAL = ("bandwidth", "latency", "bidirectional")
 _BANDWIDTH_RULE = "a positive number of bytes/s"
@@ -99,6 +107,45 @@ def _check_keys(obj: object, path: str, required: tuple[str, ...], optional: tup
     return obj
 
 
+_ADDRESS_RULE = 'a "host:port" string with a port from 1 to 65535'
+
+
+def _split_address(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of a "host:port" address ("[v6]:port" too), or None if it is not one."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdecimal() or not 1 <= int(port) <= 65535 or any(c.isspace() for c in address):
+        return None
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    return (host, int(port)) if host else None
+
+
+def _remote_jobs(value: object, path: str) -> dict[str, tuple[str, ...]]:
+    """A TF cluster spec as ``{job: ("host:port", ...)}``: task i is the i-th address.
+
+    Accepts a mapping of job name to a list of addresses or to ``{task index: address}`` with
+    indices 0..n-1 (the sparse form of ``ClusterSpec.as_dict``).
+    """
+    if not isinstance(value, Mapping):
+        raise _bad(path, value, 'a mapping {job name: ["host:port", ...]}')
+    jobs: dict[str, tuple[str, ...]] = {}
+    for job, tasks in value.items():
+        if not isinstance(job, str) or not re.fullmatch(r"[A-Za-z0-9_.\-]+", job):
+            raise _bad(f"{path} job name", job, "a non-empty string of letters, digits, _ . -")
+        where = f'job "{job}"'
+        if isinstance(tasks, Mapping):
+            if sorted(tasks) != list(range(len(tasks))):
+                raise _bad(f"{path}.{job}", {str(k): v for k, v in tasks.items()}, "tasks numbered 0..n-1", where)
+            tasks = [tasks[i] for i in range(len(tasks))]
+        if isinstance(tasks, str) or not isinstance(tasks, (list, tuple)) or not tasks:
+            raise _bad(f"{path}.{job}", tasks, 'a non-empty list of "host:port" addresses', where)
+        for i, address in enumerate(tasks):
+            if not isinstance(address, str) or _split_address(address) is None:
+                raise _bad(f"{path}.{job}[{i}]", address, _ADDRESS_RULE, f"{where} task {i}")
+        jobs[job] = tuple(tasks)
+    return jobs
+
+
 def _device_fields(values: Mapping[str, Any], path: str) -> dict[str, Any]:
     """Validate and normalise the fields of one device (floats, ints) under ``path``."""
     name = _text(values["name"], f"{path}.name")
@@ -165,6 +212,10 @@ class Cluster:
     bandwidth: np.ndarray = field(repr=False)
     latency: np.ndarray = field(repr=False)
     local_workers: int = 0  # N for a `local:N` cluster of real local TF worker processes
+    # A running TF cluster the devices live on (see cluster_from_spec): the gRPC target of its
+    # master ("grpc://host:port") and its ClusterSpec as {job: ("host:port", ...)} (task i = i-th).
+    remote_target: str = ""
+    remote_jobs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _text(self.name, "name")
@@ -203,22 +254,36 @@ class Cluster:
         if workers not in (0, n):
             raise _bad("local_workers", workers, f"0 or the number of devices ({n}): one worker per device")
         object.__setattr__(self, "local_workers", int(workers))
+        jobs = _remote_jobs(self.remote_jobs, "remote_jobs")
+        target = self.remote_target
+        if not isinstance(target, str) or (target and not (target.startswith("grpc://") and len(target) > 7)):
+            raise _bad("remote_target", target, 'a gRPC target "grpc://host:port", or "" for none')
+        if bool(target) != bool(jobs):
+            raise ClusterConfigError(
+                f"remote_target = {_show(target)}, remote_jobs = {_show(jobs)}: "
+                "give both (a remote TF cluster) or neither")
+        if target and self.local_workers:
+            raise ClusterConfigError("a cluster has either local_workers or a remote_target, not both")
+        object.__setattr__(self, "remote_jobs", MappingProxyType(jobs))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Cluster):
             return NotImplemented
         return (self.name == other.name and self.devices == other.devices
                 and self.local_workers == other.local_workers
+                and self.remote_target == other.remote_target
+                and dict(self.remote_jobs) == dict(other.remote_jobs)
                 and np.array_equal(self.bandwidth, other.bandwidth)
                 and np.array_equal(self.latency, other.latency))
 
     def __hash__(self) -> int:
-        return hash((self.name, self.devices, self.local_workers,
-                     self.bandwidth.tobytes(), self.latency.tobytes()))
+        return hash((self.name, self.devices, self.local_workers, self.remote_target,
+                     tuple(sorted(self.remote_jobs.items())), self.bandwidth.tobytes(), self.latency.tobytes()))
 
     def __reduce__(self) -> tuple:
         # Rebuild through __init__ so an unpickled cluster is validated and its arrays read-only.
-        return (Cluster, (self.name, self.devices, self.bandwidth, self.latency, self.local_workers))
+        return (Cluster, (self.name, self.devices, self.bandwidth, self.latency, self.local_workers,
+                          self.remote_target, dict(self.remote_jobs)))
 
     # -- array views for simulators ---------------------------------------------------------
 
@@ -287,6 +352,9 @@ class Cluster:
                 for d in self.devices
             ],
         }
+        if self.remote_target:
+            out["remote_target"] = self.remote_target
+            out["remote_jobs"] = {job: list(tasks) for job, tasks in self.remote_jobs.items()}
         if not pair:
             return out
         default = Counter(pair.values()).most_common(1)[0][0]
@@ -327,7 +395,8 @@ class Cluster:
         _check_unique(devices)
         bandwidth, latency = _link_matrices(data, devices)
         return cls(name=name, devices=tuple(devices), bandwidth=bandwidth, latency=latency,
-                   local_workers=data.get("local_workers", 0))
+                   local_workers=data.get("local_workers", 0), remote_target=data.get("remote_target", ""),
+                   remote_jobs=data.get("remote_jobs", {}))
 
     def to_json(self) -> str:
         """The JSON form as indented text; ``from_json`` reads it back to an equal cluster."""
@@ -356,7 +425,8 @@ class Cluster:
     def describe(self) -> str:
         """A short table: one line per device, then the distinct links with their pair counts."""
         lines = [f"{self.name}: {self.n_devices} devices"
-                 + (f", {self.local_workers} local TF worker processes" if self.local_workers else ""),
+                 + (f", {self.local_workers} local TF worker processes" if self.local_workers else "")
+                 + (f", remote TF cluster at {self.remote_target}" if self.remote_target else ""),
                  f"  {'#':>2}  {'name':<8} {'kind':<4} {'TFLOP/s':>8} {'mem GB/s':>9} {'mem GiB':>8} "
                  f"{'conc':>4} {'op us':>6}  tf_device"]
         for i, d in enumerate(self.devices):
@@ -628,6 +698,151 @@ def local_cluster(n: int) -> Cluster:
     return _machine(f"local:{n}", workers, lambda a, b: (1.0 * _GB, 100e-6), local_workers=n)
 
 
+# Defaults for the devices of a TF cluster found by cluster_from_spec. Its hardware is unknown,
+# so these are deliberately modest; calibration (pe.calibrate) replaces them with measured values.
+_REMOTE_CPU = dict(
+    peak_flops=2.5e9 * 32,  # one core: 2.5 GHz x 32 fp32 FLOP/cycle (AVX2 FMA), as for local:N
+    memory_bandwidth=10.0 * _GB,  # what one core streams from DRAM, roughly
+    concurrency=1,
+    op_overhead_s=_CPU_OP_OVERHEAD_S,
+)
+_REMOTE_GPU = dict(
+    peak_flops=8.0e12,  # a mid-range datacenter GPU of the last decade (T4: 8.1, V100: 15.7 TFLOP/s fp32)
+    memory_bandwidth=300.0 * _GB,  # T4: 320 GB/s GDDR6
+    concurrency=1,  # one compute stream per GPU in TF
+    op_overhead_s=_GPU_OP_OVERHEAD_S,
+)
+# TF reports a nominal 256 MiB memory_limit for CPU devices, not the host's RAM; a remote host's
+# RAM is unknown, so a CPU device gets this much unless cpu_memory_bytes says otherwise.
+_TF_NOMINAL_CPU_LIMIT = 256 * 2**20
+_REMOTE_CPU_MEMORY = 16 * _GIB
+_SAME_TASK_LINK = _PCIE3  # devices of one server: host <-> GPU copies over PCIe 3.0 x16
+# Different tasks: tensors go over gRPC on the network. 10 GbE carries 1.25 GB/s raw, gRPC gets
+# about 1 GB/s; ~100 us per transfer (RPC + serialisation). Calibration measures the real link.
+_NETWORK_LINK = (1.0 * _GB, 100e-6)
+_TF_DEVICE = re.compile(r"/job:(?P<job>[^/]+)/replica:\d+/task:(?P<task>\d+)/device:(?P<type>[^:]+):(?P<index>\d+)")
+
+
+def _spec_jobs(spec: object) -> dict[str, tuple[str, ...]]:
+    """``{job: addresses}`` of a ``tf.train.ClusterSpec``, a ClusterDef or a ``{job: [...]}`` mapping."""
+    if _is_tf_cluster_spec(spec):
+        spec = spec.as_dict()
+    elif type(spec).__name__ == "ClusterDef" and hasattr(spec, "job"):
+        spec = {job.name: dict(job.tasks) for job in spec.job}
+    if isinstance(spec, Mapping) and not spec:
+        raise ClusterConfigError("cluster spec is empty: give at least one job with one \"host:port\" task")
+    return _remote_jobs(spec, "cluster spec")
+
+
+def _is_tf_cluster_spec(spec: object) -> bool:
+    return type(spec).__name__ == "ClusterSpec" and hasattr(spec, "as_cluster_def") and hasattr(spec, "as_dict")
+
+
+def _looks_like_spec_dict(spec: Mapping) -> bool:
+    """A ``{job: ["host:port", ...]}`` dict rather than the cluster JSON form (which has "name"/"devices")."""
+    if not spec or any(key in spec for key in _CLUSTER_REQUIRED + _CLUSTER_OPTIONAL):
+        return False
+    return all(isinstance(tasks, (list, tuple, Mapping)) for tasks in spec.values())
+
+
+def _check_reachable(jobs: Mapping[str, tuple[str, ...]], deadline: float) -> None:
+    """Open (and close) a TCP connection to every task, so an unreachable one is named quickly."""
+    for job, tasks in jobs.items():
+        for task, address in enumerate(tasks):
+            host, port = _split_address(address)
+            left = deadline - time.monotonic()
+            try:
+                if left <= 0:
+                    raise TimeoutError("no time left")
+                socket.create_connection((host, port), timeout=left).close()
+            except OSError as exc:
+                raise ClusterUnreachableError(
+                    f'TF server {address} (job "{job}", task {task}) is unreachable: '
+                    f"{exc.strerror or exc or type(exc).__name__}") from None
+
+
+def _list_devices(target: str, timeout_s: float) -> list[tuple[str, str, int]]:
+    """``(name, device_type, memory_limit_bytes)`` of every device the server at ``target`` knows."""
+    import tensorflow as tf
+
+    config = tf.compat.v1.ConfigProto(operation_timeout_in_ms=max(1, int(timeout_s * 1000)))
+    try:
+        with tf.Graph().as_default(), tf.compat.v1.Session(target, config=config) as session:
+            return [(d.name, d.device_type, int(d.memory_limit_bytes)) for d in session.list_devices()]
+    except tf.errors.DeadlineExceededError:
+        raise ClusterUnreachableError(f"TF server {target} did not list its devices within {timeout_s:g} s") from None
+    except tf.errors.OpError as exc:
+        raise ClusterUnreachableError(f"TF server {target} could not list its devices: "
+                                      f"{type(exc).__name__}: {exc.message}") from None
+
+
+def cluster_from_spec(spec: Any, *, job: str | None = None, probe: bool = True, name: str | None = None,
+                      timeout_s: float = 30.0, cpu_memory_bytes: int | None = None) -> Cluster:
+    """A Cluster of the devices of a running TF cluster, measurable with ``MeasuredRuntime``.
+
+    ``spec`` is a ``tf.train.ClusterSpec`` (or its ClusterDef, or a ``{job: ["host:port", ...]}``
+    dict) whose servers are already running, each started with this same spec. With ``job``
+    only that job's devices are used (e.g. "worker", leaving out "ps"); its task 0 is the master
+    the measured runtime talks to (default: task 0 of "worker" if there is such a job, else of
+    the first job). ``probe=True`` connects to every task within ``timeout_s`` seconds and lists
+    the devices (one Device per TF CPU/GPU device, memory from its ``memory_limit_bytes``);
+    ``probe=False`` connects to nothing and assumes one CPU device per task.
+
+    Speeds are modest defaults per kind (``_REMOTE_CPU``/``_REMOTE_GPU``) and links are PCIe-like
+    within a task and 10 GbE-like between tasks, until calibration measures them.
+    """
+    jobs = _spec_jobs(spec)
+    if job is not None and job not in jobs:
+        raise _bad("job", job, f"a job of the cluster spec: {', '.join(jobs)}")
+    master_job = job if job is not None else ("worker" if "worker" in jobs else next(iter(jobs)))
+    target = f"grpc://{jobs[master_job][0]}"
+    wanted = {job: jobs[job]} if job is not None else jobs
+    if not _is_real(timeout_s) or not timeout_s > 0:
+        raise _bad("timeout_s", timeout_s, "a positive number of seconds")
+    if cpu_memory_bytes is not None and (not _is_int(cpu_memory_bytes) or cpu_memory_bytes <= 0):
+        raise _bad("cpu_memory_bytes", cpu_memory_bytes, "a positive whole number of bytes")
+    if probe:
+        deadline = time.monotonic() + float(timeout_s)
+        _check_reachable(jobs, deadline)
+        listed = _list_devices(target, max(deadline - time.monotonic(), 0.5))
+    else:
+        listed = [(f"/job:{j}/replica:0/task:{t}/device:CPU:0", "CPU", _TF_NOMINAL_CPU_LIMIT)
+                  for j, tasks in wanted.items() for t in range(len(tasks))]
+    found: list[tuple[tuple[int, int, int, int], str, str, int, str]] = []
+    job_order = list(jobs)
+    for tf_name, device_type, memory in listed:
+        match = _TF_DEVICE.fullmatch(tf_name)
+        if match is None or match["job"] not in wanted or device_type not in DEVICE_KINDS:
+            continue  # another job, or a device kind we do not place on (XLA_*, TPU_SYSTEM, ...)
+        key = (job_order.index(match["job"]), int(match["task"]), DEVICE_KINDS.index(device_type), int(match["index"]))
+        label = f'{match["job"]}:{match["task"]}/{device_type.lower()}:{match["index"]}'
+        found.append((key, label, device_type, memory, tf_name))
+    found.sort()
+    missing = [f"/job:{j}/task:{t}" for j, tasks in wanted.items() for t in range(len(tasks))
+               if not any(key[:2] == (job_order.index(j), t) for key, *_ in found)]
+    if missing:
+        raise ClusterConfigError(
+            f"TF server {target} lists no CPU/GPU device for {', '.join(missing)}; were all servers started "
+            f"with this same cluster spec {_show(jobs)}? devices listed: {', '.join(n for n, _, _ in listed) or 'none'}")
+    devices = []
+    for _, label, kind, memory, tf_name in found:
+        defaults = _REMOTE_CPU if kind == "CPU" else _REMOTE_GPU
+        if kind == "CPU" and (memory == _TF_NOMINAL_CPU_LIMIT or memory <= 0):
+            memory = cpu_memory_bytes or _REMOTE_CPU_MEMORY
+        elif kind == "CPU" and cpu_memory_bytes:
+            memory = cpu_memory_bytes
+        devices.append(Device(name=label, kind=kind, memory_bytes=int(memory), tf_device=tf_name, **defaults))
+    task_of = [d.tf_device.split("/device:")[0] for d in devices]
+    n = len(devices)
+    bandwidth, latency = np.full((n, n), np.inf), np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            if i != j:
+                bandwidth[i, j], latency[i, j] = _SAME_TASK_LINK if task_of[i] == task_of[j] else _NETWORK_LINK
+    cluster_name = name if name is not None else f"tf:{jobs[master_job][0]}"
+    return Cluster(cluster_name, tuple(devices), bandwidth, latency, remote_target=target, remote_jobs=jobs)
+
+
 PRESETS: Mapping[str, Callable[[], Cluster]] = MappingProxyType({
     "paper-2gpu": lambda: _paper(2),
     "paper-4gpu": lambda: _paper(4),
@@ -642,13 +857,21 @@ def preset_names() -> tuple[str, ...]:
 
 
 def load_cluster(spec: Cluster | str | os.PathLike[str] | Mapping[str, Any]) -> Cluster:
-    """A Cluster from a Cluster, a preset name, ``"local:N"``, a JSON file path or a dict."""
+    """A Cluster from a Cluster, a preset name, ``"local:N"``, a JSON file path, a dict or a TF cluster.
+
+    A dict is the cluster JSON form, unless it has none of its keys and maps job names to lists of
+    "host:port" addresses (``{"worker": ["host:0", ...]}``): then, like a ``tf.train.ClusterSpec``,
+    it names a running TF cluster, read by ``cluster_from_spec`` with its defaults.
+    """
     if isinstance(spec, Cluster):
         return spec
+    if _is_tf_cluster_spec(spec):
+        return cluster_from_spec(spec)
     if isinstance(spec, Mapping):
-        return Cluster.from_dict(spec)
+        return cluster_from_spec(spec) if _looks_like_spec_dict(spec) else Cluster.from_dict(spec)
     if not isinstance(spec, (str, os.PathLike)):
-        raise _bad("cluster", spec, "a Cluster, a preset name, \"local:N\", a JSON file path or a dict")
+        raise _bad("cluster", spec, "a Cluster, a preset name, \"local:N\", a JSON file path, a dict "
+                   "or a tf.train.ClusterSpec")
     text = os.fspath(spec)
     if text in PRESETS:
         return PRESETS[text]()

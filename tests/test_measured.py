@@ -88,8 +88,8 @@ def test_refuses_exposed_workers_without_consent(monkeypatch):
         LocalWorkers(2, allow_exposed_workers=True)  # not started
 
 
-def test_non_local_cluster_not_implemented():
-    with pytest.raises(NotImplementedError):
+def test_cluster_without_servers_is_a_clear_error():
+    with pytest.raises(pe.ClusterConfigError, match="paper-2gpu.*no TF servers.*local:N.*cluster_from_spec"):
         MeasuredRuntime(pe.load_cluster("paper-2gpu"))
 
 

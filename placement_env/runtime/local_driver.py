@@ -8,9 +8,14 @@ Inside the private network namespace the driver brings ``lo`` up, starts N
 ``tf.distribute.Server`` worker processes (its children, so they share the namespace) on
 127.0.0.1 ports, and then serves requests from its parent over stdin/stdout.
 
+With ``--target grpc://host:port`` (run by :class:`placement_env.runtime.measured.RemoteDriver`,
+in the caller's own network namespace) it starts no workers: it runs every measurement on the
+user's already running TF cluster behind that master, with the same protocol.
+
 Wire format, both directions: a 4-byte big-endian header length, a UTF-8 JSON header, then
 ``header["payload_len"]`` raw bytes (0 if absent). The driver's first message is a hello
-``{"kind": "hello", "ports": [...], "worker_pids": [...], "interfaces": [...], "isolated": bool}``.
+``{"kind": "hello", "ports": [...], "worker_pids": [...], "interfaces": [...], "isolated": bool,
+"target": "grpc://..."}`` (no ports or worker pids with ``--target``).
 
 Requests: ``{"op": "measure", "devices": {op_name: tf_device}, "train_op", "init_op", "feeds",
 "steps", "timeout_s", "trace", "trace_steps"}`` + GraphDef bytes -> ``{"kind": "result", "ok": true,
@@ -128,8 +133,10 @@ def worker_main(index: int, ports: list[int], threads: int) -> None:
 
 
 class Driver:
-    def __init__(self, n: int, threads: int, isolated: bool) -> None:
+    def __init__(self, n: int, threads: int, isolated: bool, target: str = "") -> None:
         self.n, self.threads, self.isolated = n, threads, isolated
+        self.ports: list[int] = []
+        self.target = target  # the session master: an external one, or worker 0 once started
         self.out_lock = threading.Lock()
         self.workers: list[subprocess.Popen] = []
         self.stopping = False
@@ -146,7 +153,10 @@ class Driver:
             self.out.write(encode(header, payload))
 
     def start_workers(self) -> None:
+        if self.n == 0:
+            return
         self.ports = _free_ports(self.n)
+        self.target = f"grpc://127.0.0.1:{self.ports[0]}"
         for i in range(self.n):
             self.workers.append(subprocess.Popen(
                 [sys.executable, "-m", "placement_env.runtime.local_driver", "--worker-index", str(i),
@@ -286,8 +296,7 @@ def measure(driver: Driver, header: dict, payload: bytes) -> dict:
             allow_soft_placement=False,
             operation_timeout_in_ms=max(1, int(timeout_s * 1000)),
         )
-        target = f"grpc://127.0.0.1:{driver.ports[0]}"
-        with tf.compat.v1.Session(target, graph=graph, config=config) as sess:
+        with tf.compat.v1.Session(driver.target, graph=graph, config=config) as sess:
             if header.get("init_op"):
                 init_start = time.perf_counter()
                 sess.run(header["init_op"], feed_dict=feed_dict, options=options())
@@ -331,10 +340,10 @@ def measure(driver: Driver, header: dict, payload: bytes) -> dict:
         return {"ok": False, "failure": "error", "message": f"{type(error).__name__}: {error}"[:4000]}
 
 
-def driver_main(n: int, threads: int, isolated: bool) -> None:
+def driver_main(n: int, threads: int, isolated: bool, target: str = "") -> None:
     if isolated:
         _bring_loopback_up()
-    driver = Driver(n, threads, isolated)
+    driver = Driver(n, threads, isolated, target)
     try:
         driver.start_workers()  # workers import TF while the driver does
         import tensorflow  # noqa: F401
@@ -347,6 +356,7 @@ def driver_main(n: int, threads: int, isolated: bool) -> None:
             "worker_pids": [p.pid for p in driver.workers],
             "interfaces": [name for _, name in socket.if_nameindex()],
             "isolated": isolated,
+            "target": driver.target,
             "pid": os.getpid(),
         })
         driver.serve()
@@ -364,15 +374,21 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--workers", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--isolated", action="store_true", help="running in a private network namespace")
+    parser.add_argument("--target", default="", help="grpc://host:port of a running TF cluster; start no workers")
     parser.add_argument("--worker-index", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--ports", default="", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker_index is not None:
         worker_main(args.worker_index, [int(p) for p in args.ports.split(",")], args.threads)
         return
-    if args.workers < 1:
-        parser.error("--workers N (N >= 1) is required")
-    driver_main(args.workers, args.threads, args.isolated)
+    if args.target:
+        if args.workers:
+            parser.error("--target and --workers exclude each other")
+        if not args.target.startswith("grpc://"):
+            parser.error(f"--target {args.target!r}: must be grpc://host:port")
+    elif args.workers < 1:
+        parser.error("--workers N (N >= 1) or --target grpc://host:port is required")
+    driver_main(args.workers, args.threads, args.isolated, args.target)
     sys.stdout.flush()
     os._exit(0)  # skip TF's slow teardown
 

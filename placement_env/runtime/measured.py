@@ -1,4 +1,4 @@
-"""Measured runtime: run a placed training step for real on local TF worker processes and time it.
+"""Measured runtime: run a placed training step for real on TF workers and time it.
 
 ``LocalWorkers(n)`` owns one driver process (``python -m placement_env.runtime.local_driver``)
 started inside a private network namespace (``unshare --net --map-root-user``), which starts
@@ -7,6 +7,10 @@ authentication and run any graph sent to them; in the private namespace nothing 
 driver can reach them. ``MeasuredRuntime(cluster).measure(graph, placement)`` sends the GraphDef
 with every op pinned to its device, runs ``steps`` steps and returns the median of the steps
 after ``warmup`` as ``Measurement.runtime_s`` (protocol of HDP: 10 steps, drop 5, median of 5).
+
+For a cluster from ``cluster_from_spec`` (``cluster.remote_target``), ``RemoteDriver`` runs the
+same driver program without a namespace and without workers: it connects to the user's running
+TF servers (whose exposure is the user's own setup) and measures there with the same protocol.
 
 A worker that dies or a driver that does not answer in time gives a failed Measurement
 ("crash" / "timeout"); the driver's whole process group is killed and the next measurement
@@ -32,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..cluster import Cluster
-from ..errors import PlacementEnvError
+from ..errors import ClusterConfigError, PlacementEnvError
 from ..opgraph import OpGraph
 from .local_driver import _HEADER, encode
 from .measurement import Measurement, check_placement, op_devices
@@ -55,7 +59,7 @@ class _DriverDied(Exception):
         self.failure = failure
 
 
-_LIVE: "weakref.WeakSet[LocalWorkers]" = weakref.WeakSet()
+_LIVE: "weakref.WeakSet[DriverProcess]" = weakref.WeakSet()
 
 
 @atexit.register
@@ -87,38 +91,17 @@ def _alive(pid: int) -> bool:
     return state not in (b"Z", b"X")
 
 
-class LocalWorkers:
-    """N local TF worker processes behind one driver process; a context manager.
+class DriverProcess:
+    """One ``local_driver`` process and its request protocol; a context manager.
 
-    ``isolate=True`` (default) runs them in a private network namespace and raises IsolationError
-    where the OS does not allow one, unless ``allow_exposed_workers=True``: then the workers run in
-    the host namespace, where their unauthenticated gRPC ports are open to the network (warned).
+    Subclasses say how to run it: :class:`LocalWorkers` (N workers of its own, in a private network
+    namespace) and :class:`RemoteDriver` (no workers; the user's running TF cluster).
     """
 
-    def __init__(self, n: int, *, threads: int = 1, isolate: bool = True, allow_exposed_workers: bool = False) -> None:
-        if not isinstance(n, int) or n < 1:
-            raise ValueError(f"n = {n!r}: must be a positive number of workers")
-        self.n, self.threads = n, int(threads)
-        self.allow_exposed_workers = allow_exposed_workers
-        self._prefix: list[str] = []
-        self.isolated = False
-        if isolate:
-            prefix = _unshare_command()
-            if prefix is not None:
-                self._prefix, self.isolated = prefix, True
-            elif not allow_exposed_workers:
-                raise IsolationError(
-                    "cannot create a private network namespace (`unshare --net --map-root-user` is missing or not "
-                    "permitted here); TF worker servers listen on 0.0.0.0 with no authentication and run any graph "
-                    "sent to them. Enable unprivileged user namespaces, or pass allow_exposed_workers=True to run "
-                    "them exposed on this machine's network anyway.")
-        elif not allow_exposed_workers:
-            raise IsolationError("isolate=False exposes the TF workers to the network; "
-                                 "pass allow_exposed_workers=True as well to confirm")
-        if not self.isolated:
-            warnings.warn(
-                "placement_env: local TF workers run WITHOUT network isolation: their gRPC ports accept "
-                "unauthenticated graphs from any host that can reach this machine", RuntimeWarning, stacklevel=2)
+    _prefix: list[str] = []  # command prefix (unshare ...); empty: run in this network namespace
+    isolated = False  # the driver runs in a private network namespace
+
+    def __init__(self) -> None:
         self._proc: subprocess.Popen | None = None
         self._log = None
         self._buffer = b""
@@ -128,9 +111,13 @@ class LocalWorkers:
         self.last_start_s = float("nan")
         _LIVE.add(self)
 
+    def _driver_args(self) -> list[str]:
+        """Arguments of ``python -m placement_env.runtime.local_driver``."""
+        raise NotImplementedError
+
     # -- lifecycle ------------------------------------------------------------------------------
 
-    def __enter__(self) -> "LocalWorkers":
+    def __enter__(self) -> "DriverProcess":
         self.start()
         return self
 
@@ -154,11 +141,6 @@ class LocalWorkers:
     def worker_pids(self) -> list[int]:
         return list(self.hello.get("worker_pids", []))
 
-    @property
-    def target(self) -> str:
-        """gRPC target of worker 0, valid inside the driver's namespace only when isolated."""
-        return f"grpc://127.0.0.1:{self.ports[0]}"
-
     def start(self) -> None:
         """Start the driver and its workers unless running; waits for its hello."""
         with self._lock:
@@ -172,9 +154,7 @@ class LocalWorkers:
             package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
             env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
             command = [*self._prefix, sys.executable, "-m", "placement_env.runtime.local_driver",
-                       "--workers", str(self.n), "--threads", str(self.threads)]
-            if self.isolated:
-                command.append("--isolated")
+                       *self._driver_args()]
             self._proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
                                           env=env, start_new_session=True, bufsize=0)
             self._buffer = b""
@@ -350,11 +330,78 @@ class LocalWorkers:
             return {"ok": False, "failure": error.failure, "message": message}
 
 
+class LocalWorkers(DriverProcess):
+    """N local TF worker processes behind one driver process; a context manager.
+
+    ``isolate=True`` (default) runs them in a private network namespace and raises IsolationError
+    where the OS does not allow one, unless ``allow_exposed_workers=True``: then the workers run in
+    the host namespace, where their unauthenticated gRPC ports are open to the network (warned).
+    """
+
+    def __init__(self, n: int, *, threads: int = 1, isolate: bool = True, allow_exposed_workers: bool = False) -> None:
+        if not isinstance(n, int) or n < 1:
+            raise ValueError(f"n = {n!r}: must be a positive number of workers")
+        self.n, self.threads = n, int(threads)
+        self.allow_exposed_workers = allow_exposed_workers
+        self._prefix: list[str] = []
+        self.isolated = False
+        if isolate:
+            prefix = _unshare_command()
+            if prefix is not None:
+                self._prefix, self.isolated = prefix, True
+            elif not allow_exposed_workers:
+                raise IsolationError(
+                    "cannot create a private network namespace (`unshare --net --map-root-user` is missing or not "
+                    "permitted here); TF worker servers listen on 0.0.0.0 with no authentication and run any graph "
+                    "sent to them. Enable unprivileged user namespaces, or pass allow_exposed_workers=True to run "
+                    "them exposed on this machine's network anyway.")
+        elif not allow_exposed_workers:
+            raise IsolationError("isolate=False exposes the TF workers to the network; "
+                                 "pass allow_exposed_workers=True as well to confirm")
+        if not self.isolated:
+            warnings.warn(
+                "placement_env: local TF workers run WITHOUT network isolation: their gRPC ports accept "
+                "unauthenticated graphs from any host that can reach this machine", RuntimeWarning, stacklevel=2)
+        super().__init__()
+
+    def _driver_args(self) -> list[str]:
+        return ["--workers", str(self.n), "--threads", str(self.threads), *(["--isolated"] if self.isolated else [])]
+
+    @property
+    def target(self) -> str:
+        """gRPC target of worker 0, valid inside the driver's namespace only when isolated."""
+        return f"grpc://127.0.0.1:{self.ports[0]}"
+
+
+class RemoteDriver(DriverProcess):
+    """A driver with no workers of its own that measures on the running TF cluster at ``target``.
+
+    It runs in this process's network namespace: it only connects out and listens on nothing; the
+    servers, and who can reach them, are the user's.
+    """
+
+    def __init__(self, target: str) -> None:
+        if not isinstance(target, str) or not target.startswith("grpc://") or len(target) <= 7:
+            raise ValueError(f"target = {target!r}: must be a gRPC target grpc://host:port")
+        self.remote_target = target
+        super().__init__()
+
+    def _driver_args(self) -> list[str]:
+        return ["--target", self.remote_target]
+
+    @property
+    def target(self) -> str:
+        return self.remote_target
+
+
 class MeasuredRuntime:
     """Step time of a placement measured on real TF workers (``runtime="measured"``).
 
     For a ``local:N`` cluster (``cluster.local_workers > 0``) it starts N local workers on first
-    use (see :class:`LocalWorkers`). Use it as a context manager or call :meth:`close`.
+    use (see :class:`LocalWorkers`); for a cluster from ``cluster_from_spec``
+    (``cluster.remote_target``) a driver that measures on those running servers (see
+    :class:`RemoteDriver`; ``isolate``/``allow_exposed_workers`` do not apply, no server is
+    started). Use it as a context manager or call :meth:`close`.
     """
 
     def __init__(self, cluster: Cluster, *, steps: int = 10, warmup: int = 5, timeout_s: float = 600.0,
@@ -363,19 +410,23 @@ class MeasuredRuntime:
             raise ValueError(f"warmup = {warmup}, steps = {steps}: need 0 <= warmup < steps")
         if not timeout_s > 0:
             raise ValueError(f"timeout_s = {timeout_s}: must be positive")
-        if cluster.local_workers == 0:
-            raise NotImplementedError(
-                f"cluster {cluster.name!r} is not a local:N cluster; measuring on a remote TF cluster "
-                "(connecting to its gRPC target) is not implemented yet")
+        if cluster.local_workers == 0 and not cluster.remote_target:
+            raise ClusterConfigError(
+                f"cluster {cluster.name!r} has no TF servers to measure on: the measured runtime needs a "
+                '"local:N" cluster (N local TF workers) or a running TF cluster from cluster_from_spec '
+                "(a remote_target)")
         self.cluster, self.steps, self.warmup, self.timeout_s, self.margin_s = cluster, steps, warmup, timeout_s, margin_s
         self._isolate, self._allow_exposed = isolate, allow_exposed_workers
-        self._workers: LocalWorkers | None = None
+        self._workers: DriverProcess | None = None
 
     @property
-    def workers(self) -> LocalWorkers:
+    def workers(self) -> DriverProcess:
         if self._workers is None:
-            self._workers = LocalWorkers(self.cluster.local_workers, isolate=self._isolate,
-                                         allow_exposed_workers=self._allow_exposed)
+            if self.cluster.remote_target:
+                self._workers = RemoteDriver(self.cluster.remote_target)
+            else:
+                self._workers = LocalWorkers(self.cluster.local_workers, isolate=self._isolate,
+                                             allow_exposed_workers=self._allow_exposed)
         return self._workers
 
     def measure(self, graph: OpGraph, placement: Any, *, timeout_s: float | None = None,
