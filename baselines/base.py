@@ -1,0 +1,144 @@
+"""The one interface every placement method answers: ``method(problem) -> placement``.
+
+A :class:`Problem` is what a method may look at: the grouped graph, the cluster, the analytical
+op costs, a seeded random generator, and ``problem.evaluate(placement)``, the runtime oracle,
+which counts evaluations and stops the method once its budget is spent. ``solve(method, problem)``
+runs a method and reports the placement, the evaluations it used and its wall time.
+
+A method is any callable taking a Problem and returning one device index per group (an int
+array of length ``problem.graph.n_groups``). Third-party methods plug in by import path,
+``"package.module:function"`` (see :func:`resolve_method`).
+"""
+from __future__ import annotations
+
+import importlib
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from placement_env.cluster import Cluster
+from placement_env.costs import OpCosts
+from placement_env.errors import PlacementEnvError
+from placement_env.evaluation import Evaluator
+from placement_env.opgraph import OpGraph
+from placement_env.placements import allowed_devices
+from placement_env.runtime.measurement import Measurement, check_placement
+
+
+class BudgetExhausted(PlacementEnvError, RuntimeError):
+    """A method asked for more runtime evaluations than its budget allows."""
+
+
+class UnknownMethodError(PlacementEnvError, KeyError):
+    """A method name that is neither built in nor an importable ``module:callable``."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+@dataclass
+class Problem:
+    """One placement task as a method sees it.
+
+    ``benchmark``: the benchmark's name (e.g. ``"rnnlm"``, ``"nmt-tiny"``), for methods such as the
+    expert placement that know a model's structure. ``budget``: how many runtime evaluations
+    ``evaluate`` allows (None: unlimited). ``costs``: per-op seconds on every device, what
+    cost-model heuristics (HEFT, m-ETF, ...) use without spending the budget.
+    """
+
+    graph: OpGraph
+    cluster: Cluster
+    evaluator: Evaluator
+    benchmark: str = ""
+    budget: int | None = None
+    rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
+    evaluations: int = 0
+    best: Measurement | None = None  # the fastest successful evaluation so far
+
+    @classmethod
+    def make(cls, graph: OpGraph, cluster: Cluster, *, runtime: str = "sim", benchmark: str = "",
+             budget: int | None = None, seed: int = 0, evaluator: Evaluator | None = None) -> "Problem":
+        evaluator = evaluator or Evaluator(graph, cluster, runtime)
+        return cls(graph=graph, cluster=cluster, evaluator=evaluator, benchmark=benchmark or graph.name,
+                   budget=budget, rng=np.random.default_rng(seed))
+
+    @classmethod
+    def from_env(cls, env: Any, *, budget: int | None = None, seed: int = 0) -> "Problem":
+        """The problem of a DevicePlacementEnv's current graph, evaluated by the env's runtime."""
+        env = env.unwrapped
+        return cls(graph=env.graph, cluster=env.cluster, evaluator=env.task.evaluator, benchmark=env.graph.name,
+                   budget=budget, rng=np.random.default_rng(seed))
+
+    @property
+    def costs(self) -> OpCosts:
+        return self.evaluator.costs
+
+    @property
+    def allowed(self) -> np.ndarray:
+        """Bool [n_groups, n_devices]: devices with kernels for every op of the group."""
+        return allowed_devices(self.graph, self.cluster)
+
+    @property
+    def budget_left(self) -> float:
+        return float("inf") if self.budget is None else self.budget - self.evaluations
+
+    def evaluate(self, placement: Any) -> Measurement:
+        """The runtime's Measurement of ``placement``; counts against the budget."""
+        if self.budget_left <= 0:
+            raise BudgetExhausted(f"the budget of {self.budget} runtime evaluations is spent")
+        self.evaluations += 1
+        m = self.evaluator(placement)
+        if m.ok and (self.best is None or m.runtime_s < self.best.runtime_s):
+            self.best = m
+        return m
+
+
+@dataclass(frozen=True)
+class Solution:
+    """What running a method gave: its placement, and what finding it cost."""
+
+    method: str
+    placement: np.ndarray
+    evaluations: int
+    wall_s: float
+
+
+Method = Callable[[Problem], Any]
+
+
+def resolve_method(name: str) -> Method:
+    """A built-in method by name (see ``baselines.METHODS``) or ``"module:callable"``."""
+    from . import METHODS
+
+    if name in METHODS:
+        module, attribute = METHODS[name].split(":")
+    elif isinstance(name, str) and name.count(":") == 1 and all(name.split(":")):
+        module, attribute = name.split(":")
+    else:
+        raise UnknownMethodError(f"unknown method {name!r}; built in: {', '.join(METHODS)}; or a third-party "
+                                 f"method as 'package.module:callable'")
+    try:
+        method = getattr(importlib.import_module(module), attribute)
+    except (ImportError, AttributeError) as error:
+        raise UnknownMethodError(f"method {name!r}: cannot import {module}:{attribute} ({error})") from None
+    if not callable(method):
+        raise UnknownMethodError(f"method {name!r}: {module}:{attribute} is not callable")
+    return method
+
+
+def solve(method: Method | str, problem: Problem, name: str | None = None) -> Solution:
+    """Run ``method`` on ``problem``; if it spends its budget, the best placement evaluated so far counts."""
+    label = name or (method if isinstance(method, str) else getattr(method, "__name__", repr(method)))
+    function = resolve_method(method) if isinstance(method, str) else method
+    start = time.perf_counter()
+    try:
+        placement = function(problem)
+    except BudgetExhausted:
+        if problem.best is None:
+            raise
+        placement = problem.best.placement
+    wall = time.perf_counter() - start
+    checked = check_placement(problem.graph, problem.cluster, placement)
+    return Solution(method=label, placement=np.array(checked), evaluations=problem.evaluations, wall_s=wall)
