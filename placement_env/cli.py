@@ -31,6 +31,19 @@ def main(argv: list[str] | None = None) -> int:
     cal.add_argument("-n", "--placements", type=int, default=30, help="random placements to measure (default: %(default)s)")
     cal.add_argument("--seed", type=int, default=0)
     cal.add_argument("-o", "--output", help="write the calibrated cluster JSON here (use it as cluster=<path>)")
+    run = commands.add_parser("run", help="run placement methods over a benchmark suite into a results file")
+    run.add_argument("--suite", default="tiny", help="paper, tiny or generalisation (default: %(default)s)")
+    run.add_argument("--methods", nargs="+", default=["all"],
+                     help="built-in method names, 'package.module:callable', or all (default)")
+    run.add_argument("--budget", type=int, default=100, help="runtime evaluations per method and task (default: %(default)s)")
+    run.add_argument("--seeds", type=int, nargs="+", default=[0])
+    run.add_argument("-o", "--results", default="results.jsonl", help="results file; rerun to resume (default: %(default)s)")
+    check = commands.add_parser("validate", help="replay the placements of a results file and flag mismatches")
+    check.add_argument("results")
+    check.add_argument("--tolerance", type=float, default=0.2, help="relative, for measured runtimes (default: %(default)s)")
+    report = commands.add_parser("report", help="the paper-style table and plots of a results file")
+    report.add_argument("results")
+    report.add_argument("-o", "--out-dir", default="report", help="where report.md and the plots go (default: %(default)s)")
     args = parser.parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:
@@ -38,9 +51,11 @@ def main(argv: list[str] | None = None) -> int:
             print(describe_graph(_load_graph(args.benchmark, args.max_groups), top=args.top))
         elif args.command == "calibrate":
             _calibrate(args)
+        elif args.command in ("run", "validate", "report"):
+            return _harness(args)
         else:
             print(_describe_cluster(args.name))
-    except (PlacementEnvError, TypeError, ValueError) as error:
+    except (PlacementEnvError, TypeError, ValueError, KeyError) as error:
         print(f"placement-env: error: {error}", file=sys.stderr)
         return 2
     return 0
@@ -54,6 +69,26 @@ def _load_graph(benchmark: str, max_groups: int) -> OpGraph:
     from .benchmarks import load_benchmark
 
     return load_benchmark(benchmark, max_groups=max_groups)
+
+
+def _harness(args: argparse.Namespace) -> int:
+    from . import harness
+
+    if args.command == "run":
+        written = harness.run_suite(args.suite, args.methods, args.results, budget=args.budget, seeds=args.seeds)
+        print(f"{len(written)} new rows in {args.results}")
+        print(harness.markdown_table(harness.read_rows(args.results)))
+        return 0
+    if args.command == "validate":
+        checked, mismatches = harness.validate(args.results, tolerance=args.tolerance)
+        for mismatch in mismatches:
+            row = mismatch.row
+            print(f"row {mismatch.line} ({row['task']}, {row['method']}, seed {row['seed']}): {mismatch.reason}")
+        print(f"{checked} placements replayed, {len(mismatches)} do not reproduce")
+        return 1 if mismatches else 0
+    path = harness.write_report(args.results, args.out_dir)
+    print(path.read_text())
+    return 0
 
 
 def _calibrate(args: argparse.Namespace) -> None:

@@ -1,0 +1,15 @@
+"""Benchmark harness: suites x methods x seeds -> a results file -> validate -> table and plots.
+
+    from placement_env.harness import run_suite, validate, write_report
+    run_suite("tiny", ["single_gpu", "heft", "mypackage.agent:place"], "results.jsonl", budget=100, seeds=[0, 1])
+    validate("results.jsonl")          # (rows checked, rows that do not reproduce)
+    write_report("results.jsonl", "report/")
+"""
+from .report import markdown_table, write_report
+from .results import COLUMNS, ResultsFormatError, read_rows
+from .runner import DEFAULT_BUDGET, run_suite
+from .suites import SUITES, Task, UnknownSuiteError, load_suite
+from .validate import validate
+
+__all__ = ["COLUMNS", "DEFAULT_BUDGET", "ResultsFormatError", "SUITES", "Task", "UnknownSuiteError", "load_suite",
+           "markdown_table", "read_rows", "run_suite", "validate", "write_report"]

@@ -1,0 +1,141 @@
+"""The paper-style table and plots from a results file.
+
+Rows are tasks (model x #GPUs); columns are the built-in baselines, the best learned / third-party
+method (any method that is not a built-in baseline), the lower bound, and that method's gain over
+the best baseline. A cell is the best successful runtime over seeds, or why it failed.
+"""
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .results import read_rows
+
+BASELINE_COLUMNS = (("single_cpu", "1 CPU"), ("single_gpu", "1 GPU"), ("scotch", "Scotch"), ("mincut", "MinCut"),
+                    ("expert", "Expert"), ("metis", "METIS"), ("heft", "HEFT"), ("m_topo", "m-TOPO"),
+                    ("m_etf", "m-ETF"), ("random_search", "Random search"))
+_FAILURE_LABELS = {"oom": "OOM", "no_kernel": "no kernel", "method_error": "n/a", "timeout": "timeout",
+                   "crash": "crash", "error": "error"}
+
+
+def _best(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    ok = [r for r in rows if r["ok"] and isinstance(r["runtime_s"], (int, float))]
+    return min(ok, key=lambda r: r["runtime_s"]) if ok else (rows[0] if rows else None)
+
+
+def _cell(row: dict[str, Any] | None) -> str:
+    if row is None:
+        return "-"
+    if row["ok"]:
+        return f"{row['runtime_s']:.3g}"
+    return _FAILURE_LABELS.get(row["failure"], row["failure"] or "failed")
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """{task: {"method": best row per method, "agent": best non-baseline row, ...}} in file order."""
+    builtin = {name for name, _ in BASELINE_COLUMNS}
+    tasks: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for row in rows:
+        tasks.setdefault(row["task"], {}).setdefault(row["method"], []).append(row)
+    summary = {}
+    for task, by_method in tasks.items():
+        best = {method: _best(method_rows) for method, method_rows in by_method.items()}
+        agents = [r for m, r in best.items() if m not in builtin and r is not None and r["ok"]]
+        baselines = [r for m, r in best.items() if m in builtin and r is not None and r["ok"]]
+        any_row = next(iter(by_method.values()))[0]
+        summary[task] = {
+            "best": best,
+            "agent": min(agents, key=lambda r: r["runtime_s"]) if agents else None,
+            "best_baseline": min(baselines, key=lambda r: r["runtime_s"]) if baselines else None,
+            "lower_bound_s": any_row["lower_bound_s"], "cluster": any_row["cluster"], "benchmark": any_row["benchmark"],
+        }
+    return summary
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    """The paper-style comparison table as markdown."""
+    summary = summarise(rows)
+    present = {row["method"] for row in rows}
+    columns = [(m, label) for m, label in BASELINE_COLUMNS if m in present]
+    header = ["task", *(label for _, label in columns), "best agent", "lower bound", "agent vs best baseline"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for task, info in summary.items():
+        agent, baseline = info["agent"], info["best_baseline"]
+        gain = "-"
+        if agent is not None and baseline is not None:
+            gain = f"{(baseline['runtime_s'] - agent['runtime_s']) / baseline['runtime_s']:+.1%}"
+        agent_cell = f"{agent['runtime_s']:.3g} ({agent['method']})" if agent is not None else "-"
+        cells = [task, *(_cell(info["best"].get(m)) for m, _ in columns), agent_cell,
+                 f"{info['lower_bound_s']:.3g}", gain]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def bar_chart(rows: list[dict[str, Any]], path: str | os.PathLike) -> Path:
+    """One panel per task: best runtime per method (failed methods drawn as hatched bars at the top)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    summary = summarise(rows)
+    n = len(summary)
+    columns = max(1, min(3, n))
+    figure = Figure(figsize=(5.5 * columns, 3.6 * math.ceil(n / columns)), dpi=100)
+    FigureCanvasAgg(figure)
+    for k, (task, info) in enumerate(summary.items()):
+        axes = figure.add_subplot(math.ceil(n / columns), columns, k + 1)
+        methods = list(info["best"])
+        values = [info["best"][m]["runtime_s"] if info["best"][m]["ok"] else np.nan for m in methods]
+        top = np.nanmax(values) * 1.15 if np.isfinite(values).any() else 1.0
+        for i, (method, value) in enumerate(zip(methods, values)):
+            if np.isfinite(value):
+                axes.bar(i, value, color="tab:blue")
+            else:
+                axes.bar(i, top, color="none", edgecolor="tab:red", hatch="//")
+                axes.text(i, top * 0.5, _cell(info["best"][method]), rotation=90, ha="center", va="center", fontsize=7)
+        axes.axhline(info["lower_bound_s"], color="black", linestyle="--", linewidth=1, label="lower bound")
+        axes.set_xticks(range(len(methods)), methods, rotation=45, ha="right", fontsize=8)
+        axes.set_ylabel("step time (s)")
+        axes.set_title(task, fontsize=10)
+        axes.legend(fontsize=7)
+    figure.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path)
+    return path
+
+
+def write_report(results: str | os.PathLike, out_dir: str | os.PathLike, *, gantt: bool = True) -> Path:
+    """``report.md`` (the table), ``bars.png`` and, for simulated rows, a Gantt chart of each task's
+    best placement (``gantt-<task>.png``) under ``out_dir``; returns the markdown path."""
+    from ..benchmarks import load_benchmark
+    from ..cluster import load_cluster
+    from ..evaluation import Evaluator
+    from ..render import save_gantt
+
+    rows = read_rows(results)
+    if not rows:
+        raise ValueError(f"{results}: no rows to report")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    table = markdown_table(rows)
+    bar_chart(rows, out / "bars.png")
+    lines = [f"# Results: {results}", "", "Step time in seconds (best over seeds; lower is better).", "", table, "",
+             "![best runtime per method](bars.png)", ""]
+    if gantt:
+        for task, info in summarise(rows).items():
+            best = info["agent"] or info["best_baseline"]
+            if best is None or best["runtime"] != "sim":
+                continue
+            graph = load_benchmark(best["benchmark"])
+            cluster = load_cluster(best["cluster"])
+            m = Evaluator(graph, cluster)(best["placement"], schedule=True)
+            name = f"gantt-{task.replace(':', '_')}.png"
+            save_gantt(graph, cluster, m, out / name)
+            lines += [f"## {task}: {best['method']} ({best['runtime_s']:.3g} s)", "", f"![{task}]({name})", ""]
+    markdown = out / "report.md"
+    markdown.write_text("\n".join(lines))
+    return markdown

@@ -1,0 +1,100 @@
+"""The results file: one JSON object per line, appended row by row, so an interrupted run loses nothing."""
+from __future__ import annotations
+
+import json
+import os
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..errors import PlacementEnvError
+
+COLUMNS = ("suite", "task", "benchmark", "cluster", "runtime", "method", "seed", "budget", "placement",
+           "runtime_s", "ok", "failure", "message", "evaluations", "wall_s", "lower_bound_s", "versions")
+
+
+class ResultsFormatError(PlacementEnvError, ValueError):
+    """A results file line that is not a valid row (bad JSON, a missing column, a bad value)."""
+
+
+def versions() -> dict[str, str]:
+    """Versions of what produced a row (read from package metadata; TF is not imported)."""
+    found = {}
+    for package in ("placement_env", "tensorflow-cpu", "tensorflow", "numpy", "numba", "gymnasium"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def row_key(row: dict[str, Any]) -> tuple:
+    """What makes a row unique in a results file: (suite, task, method, seed)."""
+    return (row["suite"], row["task"], row["method"], row["seed"])
+
+
+def check_row(row: Any, where: str) -> dict[str, Any]:
+    if not isinstance(row, dict):
+        raise ResultsFormatError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    missing = [c for c in COLUMNS if c not in row]
+    if missing:
+        raise ResultsFormatError(f"{where}: missing column(s) {', '.join(missing)}; a row has {', '.join(COLUMNS)}")
+    placement = row["placement"]
+    if not isinstance(placement, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in placement):
+        raise ResultsFormatError(f"{where}: placement must be a list of device indices, got {placement!r:.80}")
+    return row
+
+
+def read_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
+    """Every row of a results file, checked; a missing file has no rows."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as error:
+                if not line.endswith("\n"):
+                    continue  # the last line of a run killed mid-write: ignore it, keep the rest
+                raise ResultsFormatError(f"{path}:{number}: not JSON ({error})") from None
+            rows.append(check_row(row, f"{path}:{number}"))
+    return rows
+
+
+def append_row(path: str | os.PathLike, row: dict[str, Any]) -> None:
+    """Append one row and flush it to disk."""
+    check_row(row, "new row")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(row, sort_keys=True) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def drop_torn_tail(path: str | os.PathLike) -> bool:
+    """Cut a last line without a newline (a run killed mid-write) so appends start clean; True if cut."""
+    path = Path(path)
+    if not path.exists() or path.stat().st_size == 0:
+        return False
+    data = path.read_bytes()
+    if data.endswith(b"\n"):
+        return False
+    start = data.rfind(b"\n") + 1
+    try:
+        json.loads(data[start:])
+    except ValueError:
+        with open(path, "r+b") as handle:
+            handle.truncate(start)
+        return True
+    with open(path, "ab") as handle:  # a complete row that only lacks its newline
+        handle.write(b"\n")
+    return False
+
+
+def finished_keys(rows: Iterable[dict[str, Any]]) -> set[tuple]:
+    return {row_key(row) for row in rows}

@@ -1,0 +1,90 @@
+"""Run placement methods over a suite: one row per (task, method, seed), appended as it finishes.
+
+A rerun with the same results file skips the rows already there, so an interrupted run resumes
+without redoing or losing finished work. A method that raises (e.g. the expert has no placement
+for a synthetic graph, the Scotch mapper is missing) gives a row with ``failure="method_error"``
+and its message; the run goes on.
+"""
+from __future__ import annotations
+
+import math
+import os
+from typing import Any, Sequence
+
+import numpy as np
+from tqdm import tqdm
+
+from ..benchmarks import load_benchmark
+from ..cluster import load_cluster
+from ..evaluation import Evaluator
+from ..runtime.measurement import Measurement
+from .results import append_row, drop_torn_tail, finished_keys, read_rows, versions
+from .suites import Task, load_suite
+
+DEFAULT_BUDGET = 100  # runtime evaluations per method and task (methods that search use them)
+
+
+def _method_names(methods: Sequence[str]) -> list[str]:
+    from baselines import METHODS
+    from baselines.base import resolve_method
+
+    names = list(METHODS) if list(methods) == ["all"] else list(methods)
+    if not names:
+        raise ValueError("no methods given; name at least one (or 'all')")
+    for name in names:
+        resolve_method(name)  # fail before any work on an unknown name
+    return names
+
+
+def _row(suite: str, task: Task, method: str, seed: int, budget: int, placement: list[int], m: Measurement | None,
+         evaluations: int, wall_s: float, lower_bound_s: float, failure: str = "", message: str = "") -> dict[str, Any]:
+    ok = m is not None and m.ok
+    runtime_s = float(m.runtime_s) if m is not None and math.isfinite(m.runtime_s) else None
+    return {
+        "suite": suite, "task": task.name, "benchmark": task.benchmark, "cluster": task.cluster,
+        "runtime": task.runtime, "method": method, "seed": seed, "budget": budget, "placement": placement,
+        "runtime_s": runtime_s, "ok": ok, "failure": failure or (m.failure if m is not None else ""),
+        "message": message or (m.message if m is not None else ""), "evaluations": evaluations,
+        "wall_s": wall_s, "lower_bound_s": lower_bound_s, "versions": versions(),
+    }
+
+
+def run_suite(suite: str, methods: Sequence[str], results: str | os.PathLike, *, budget: int = DEFAULT_BUDGET,
+              seeds: Sequence[int] = (0,), progress: bool = True) -> list[dict[str, Any]]:
+    """Run every method on every task of ``suite`` for every seed; return the rows written now."""
+    from baselines.base import Problem, solve
+
+    tasks = load_suite(suite)
+    names = _method_names(methods)
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
+        raise ValueError(f"budget={budget!r}; expected a positive number of runtime evaluations")
+    drop_torn_tail(results)
+    done = finished_keys(read_rows(results))
+    todo = [(task, name, seed) for task in tasks for name in names for seed in seeds
+            if (suite, task.name, name, seed) not in done]
+    written = []
+    evaluators: dict[str, Evaluator] = {}
+    bar = tqdm(todo, desc=f"suite {suite}", unit="run", disable=not progress)
+    for task, name, seed in bar:
+        bar.set_postfix_str(f"{task.name} {name} seed {seed}")
+        evaluator = evaluators.get(task.name)
+        if evaluator is None:
+            evaluator = evaluators[task.name] = Evaluator(load_benchmark(task.benchmark), load_cluster(task.cluster),
+                                                          task.runtime)
+        graph, cluster = evaluator.graph, evaluator.cluster
+        problem = Problem(graph=graph, cluster=cluster, evaluator=evaluator, benchmark=task.benchmark,
+                          budget=budget, rng=np.random.default_rng(seed))
+        try:
+            solution = solve(name, problem)
+        except Exception as error:  # noqa: BLE001 - any method failure is recorded, never fatal
+            row = _row(suite, task, name, seed, budget, [], None, problem.evaluations, 0.0, evaluator.lower_bound(),
+                       failure="method_error", message=f"{type(error).__name__}: {error}")
+        else:
+            m = evaluator(solution.placement)
+            row = _row(suite, task, name, seed, budget, solution.placement.tolist(), m, solution.evaluations,
+                       solution.wall_s, evaluator.lower_bound())
+        append_row(results, row)
+        written.append(row)
+    for evaluator in evaluators.values():
+        evaluator.close()
+    return written

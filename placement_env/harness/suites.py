@@ -1,0 +1,56 @@
+"""Benchmark suites: named lists of tasks (a benchmark on a cluster with a runtime)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import PlacementEnvError
+
+
+class UnknownSuiteError(PlacementEnvError, KeyError):
+    """A suite name that is not defined."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class Task:
+    """One row of a suite: place ``benchmark`` on ``cluster``, scored by ``runtime``."""
+
+    name: str
+    benchmark: str
+    cluster: str
+    runtime: str = "sim"
+    model: str = ""  # row label in reports, e.g. "RNNLM"
+    gpus: int = 0
+
+
+def _paper() -> tuple[Task, ...]:
+    models = (("RNNLM", "rnnlm"), ("NMT", "nmt"), ("Inception-V3", "inception_v3"))
+    return tuple(Task(f"{benchmark}-{gpus}gpu", benchmark, f"paper-{gpus}gpu", model=label, gpus=gpus)
+                 for label, benchmark in models for gpus in (2, 4))
+
+
+def _tiny() -> tuple[Task, ...]:
+    return (Task("rnnlm-tiny-2gpu", "rnnlm-tiny", "paper-2gpu", model="RNNLM-tiny", gpus=2),
+            Task("inception_v3-tiny-2gpu", "inception_v3-tiny", "paper-2gpu", model="Inception-V3-tiny", gpus=2),
+            Task("synthetic-tiny-2gpu", "synthetic-tiny", "paper-2gpu", model="synthetic-tiny", gpus=2))
+
+
+def _generalisation() -> tuple[Task, ...]:
+    return tuple(Task(f"synthetic:{seed}-{gpus}gpu", f"synthetic:{seed}", f"paper-{gpus}gpu",
+                      model=f"synthetic:{seed}", gpus=gpus) for seed in range(10) for gpus in (2, 4))
+
+
+SUITES = {
+    "paper": _paper,  # the paper's table: 3 models x {2, 4} GPUs on the paper's machine
+    "tiny": _tiny,  # small graphs, for tests and quick tries
+    "generalisation": _generalisation,  # 10 seeded random layered graphs x {2, 4} GPUs
+}
+
+
+def load_suite(name: str) -> tuple[Task, ...]:
+    """The tasks of suite ``name``."""
+    if name not in SUITES:
+        raise UnknownSuiteError(f"unknown suite {name!r}; expected one of {', '.join(map(repr, SUITES))}")
+    return SUITES[name]()

@@ -1,0 +1,115 @@
+"""The benchmark harness: run, resume, validate, report, third-party methods, bad input."""
+import json
+
+import numpy as np
+import pytest
+
+from baselines.base import UnknownMethodError
+from placement_env import harness
+from placement_env.cli import main
+from placement_env.harness import ResultsFormatError, UnknownSuiteError, read_rows, run_suite, validate
+
+METHODS = ["single_cpu", "single_gpu", "random_search", "thirdparty_agent:place"]
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    path = tmp_path_factory.mktemp("harness") / "results.jsonl"
+    rows = run_suite("tiny", METHODS, path, budget=10, seeds=[0, 1], progress=False)
+    assert len(rows) == 3 * len(METHODS) * 2
+    return path
+
+
+def test_rows_have_every_column_and_reproducible_numbers(results):
+    rows = read_rows(results)
+    assert all(set(harness.COLUMNS) <= set(row) for row in rows)
+    search = [r for r in rows if r["method"] == "random_search"]
+    assert all(r["evaluations"] == 10 and r["ok"] and r["runtime_s"] > 0 for r in search)
+    single = [r for r in rows if r["method"] == "single_cpu"]
+    assert all(r["evaluations"] == 0 and r["runtime_s"] >= r["lower_bound_s"] for r in single)
+    assert rows[0]["versions"]["numpy"]
+    assert validate(results, progress=False) == (len(rows), [])
+
+
+def test_rerun_resumes_without_redoing(results):
+    before = results.read_text()
+    assert run_suite("tiny", METHODS, results, budget=10, seeds=[0, 1], progress=False) == []
+    assert results.read_text() == before
+
+
+def test_interrupted_run_resumes_and_loses_nothing(tmp_path):
+    path = tmp_path / "r.jsonl"
+    with pytest.raises(KeyboardInterrupt):
+        run_suite("tiny", ["thirdparty_agent:interrupted_after_two"], path, budget=5, progress=False)
+    kept = read_rows(path)
+    assert len(kept) == 2
+    with open(path, "a") as handle:
+        handle.write('{"suite": "tiny", "task": "torn')  # killed mid-write
+    rows = run_suite("tiny", ["thirdparty_agent:interrupted_after_two"], path, budget=5, progress=False)
+    assert len(rows) == 1 and rows[0]["task"] == "synthetic-tiny-2gpu"
+    final = read_rows(path)
+    assert final[:2] == kept and len(final) == 3
+
+
+def test_validate_catches_a_tampered_runtime(results, tmp_path):
+    lines = results.read_text().splitlines()
+    row = json.loads(lines[5])
+    row["runtime_s"] *= 0.9
+    lines[5] = json.dumps(row)
+    tampered = tmp_path / "tampered.jsonl"
+    tampered.write_text("\n".join(lines) + "\n")
+    checked, mismatches = validate(tampered, progress=False)
+    assert checked == len(lines) and [m.line for m in mismatches] == [6]
+    assert "the replay gives" in mismatches[0].reason
+    assert main(["validate", str(tampered)]) == 1
+    assert main(["validate", str(results)]) == 0
+
+
+def test_report_table_and_plots(results, tmp_path):
+    path = harness.write_report(results, tmp_path / "report")
+    text = path.read_text()
+    assert "| task | 1 CPU | 1 GPU | Random search | best agent | lower bound | agent vs best baseline |" in text
+    assert "(thirdparty_agent:place)" in text
+    assert (tmp_path / "report" / "bars.png").stat().st_size > 10_000
+    assert len(list((tmp_path / "report").glob("gantt-*.png"))) == 3
+
+
+def test_method_errors_are_recorded_and_the_run_goes_on(tmp_path):
+    path = tmp_path / "r.jsonl"
+    rows = run_suite("tiny", ["thirdparty_agent:broken", "single_gpu"], path, budget=3, progress=False)
+    broken = [r for r in rows if r["method"] == "thirdparty_agent:broken"]
+    assert len(broken) == 3 and all(r["failure"] == "method_error" and "always fails" in r["message"] for r in broken)
+    assert all(r["ok"] for r in rows if r["method"] == "single_gpu")
+    assert validate(path, progress=False)[1] == []
+
+
+def test_unknown_suite_and_method(tmp_path):
+    with pytest.raises(UnknownSuiteError, match="unknown suite 'papers'; expected one of 'paper', 'tiny'"):
+        run_suite("papers", ["single_gpu"], tmp_path / "r.jsonl")
+    with pytest.raises(UnknownMethodError, match="unknown method 'scotsh'"):
+        run_suite("tiny", ["scotsh"], tmp_path / "r.jsonl")
+    with pytest.raises(UnknownMethodError, match="cannot import nosuchpackage:place"):
+        run_suite("tiny", ["nosuchpackage:place"], tmp_path / "r.jsonl")
+    assert not (tmp_path / "r.jsonl").exists()
+    assert main(["run", "--suite", "papers", "-o", str(tmp_path / "r.jsonl")]) == 2
+
+
+def test_bad_results_files_are_specific_errors_and_untouched(results, tmp_path):
+    rows = results.read_text().splitlines()
+    row = json.loads(rows[0])
+    del row["seed"]
+    missing = tmp_path / "missing.jsonl"
+    missing.write_text(json.dumps(row) + "\n")
+    before = missing.read_text()
+    with pytest.raises(ResultsFormatError, match="missing column\\(s\\) seed"):
+        run_suite("tiny", ["single_gpu"], missing, progress=False)
+    with pytest.raises(ResultsFormatError, match="missing column"):
+        validate(missing, progress=False)
+    assert missing.read_text() == before
+    row = json.loads(rows[0])
+    row["placement"] = row["placement"][:-1]
+    short = tmp_path / "short.jsonl"
+    short.write_text(json.dumps(row) + "\n")
+    with pytest.raises(ResultsFormatError, match="row 1 .*placement has shape"):
+        validate(short, progress=False)
+    assert short.read_text() == json.dumps(row) + "\n"

@@ -1,0 +1,28 @@
+"""A stand-in third-party placement method, plugged into the harness by import path only."""
+import numpy as np
+
+from placement_env.placements import random_placements
+
+CALLS = {"n": 0}
+
+
+def place(problem):
+    """Best of a few random placements, using the problem's budget (like a search agent would)."""
+    best, best_runtime = None, np.inf
+    for placement in random_placements(problem.graph, problem.cluster, min(5, int(problem.budget_left)), problem.rng):
+        m = problem.evaluate(placement)
+        if m.ok and m.runtime_s < best_runtime:
+            best, best_runtime = placement, m.runtime_s
+    return best
+
+
+def broken(problem):
+    raise ValueError("this agent always fails")
+
+
+def interrupted_after_two(problem):
+    """Stops the run (as Ctrl-C would) on its third call."""
+    CALLS["n"] += 1
+    if CALLS["n"] == 3:
+        raise KeyboardInterrupt
+    return np.zeros(problem.graph.n_groups, dtype=np.int64)
