@@ -50,3 +50,19 @@ def paper2():
     import placement_env as pe
 
     return pe.load_cluster("paper-2gpu")
+
+
+@pytest.fixture(scope="module")
+def local2():
+    """Two local TF worker processes (the measured runtime's cluster)."""
+    import placement_env as pe
+
+    return pe.load_cluster("local:2")
+
+
+@pytest.fixture(scope="module")
+def synth():
+    """The tiny synthetic benchmark graph."""
+    import placement_env as pe
+
+    return pe.load_benchmark("synthetic-tiny")

@@ -14,18 +14,7 @@ from placement_env.costs import OpCosts, analytical_costs
 from placement_env.runtime import measured
 from placement_env.runtime.measured import MeasuredRuntime
 
-needs_netns = pytest.mark.skipif(measured._unshare_command() is None,
-                                 reason="no private network namespace (unshare) on this machine")
-
-
-@pytest.fixture(scope="module")
-def local2():
-    return pe.load_cluster("local:2")
-
-
-@pytest.fixture(scope="module")
-def synth():
-    return pe.load_benchmark("synthetic-tiny")
+from tf_helpers import needs_netns
 
 
 @pytest.fixture(scope="module")

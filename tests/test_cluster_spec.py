@@ -22,8 +22,7 @@ from placement_env.runtime import measured
 from placement_env.runtime.measured import MeasuredRuntime
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-needs_netns = pytest.mark.skipif(measured._unshare_command() is None,
-                                 reason="no private network namespace (unshare) on this machine")
+from tf_helpers import needs_netns
 
 _SERVER = """
 import sys, tensorflow as tf

@@ -13,18 +13,17 @@ import placement_env as pe
 from placement_env.runtime import measured
 from placement_env.runtime.measured import IsolationError, LocalWorkers, MeasuredRuntime, _alive
 
-needs_netns = pytest.mark.skipif(measured._unshare_command() is None,
-                                 reason="no private network namespace (unshare) on this machine")
+from tf_helpers import needs_netns
 
 
 @pytest.fixture(scope="module")
-def graph():
-    return pe.load_benchmark("synthetic-tiny")
+def graph(synth):
+    return synth
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    return pe.load_cluster("local:2")
+def cluster(local2):
+    return local2
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,6 @@
 """Helpers for tests that look at the TF side of an imported OpGraph."""
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import placement_env as pe
@@ -43,3 +44,12 @@ def assert_hard_constraints(graph: pe.OpGraph) -> None:
             if tensor.dtype.base_dtype == tf.resource or tensor.dtype._is_ref_dtype:
                 assert graph.group[index[tensor.op.name]] == graph.group[i], (name, tensor.name)
     assert np.bincount(graph.group).min() >= 1 and len(graph.group) == graph.n_ops
+
+
+def _netns_allowed() -> bool:
+    from placement_env.runtime import measured
+
+    return measured._unshare_command() is not None
+
+
+needs_netns = pytest.mark.skipif(not _netns_allowed(), reason="no private network namespace (unshare) on this machine")

@@ -429,14 +429,8 @@ class MeasuredRuntime:
                                              allow_exposed_workers=self._allow_exposed)
         return self._workers
 
-    def measure(self, graph: OpGraph, placement: Any, *, timeout_s: float | None = None,
-                trace: bool = False) -> Measurement:
-        """Run ``steps`` steps of ``graph`` placed by ``placement`` (one device per group).
-
-        ``runtime_s`` is the median of the steps after ``warmup``; ``extra`` holds every step time,
-        ``setup_s`` (import + session + init) and ``init_s``. ``trace=True`` runs one more, untimed
-        step with a full trace and puts ``{tf device: nodes run}`` in ``extra["trace_devices"]``.
-        """
+    def _run(self, graph: OpGraph, placement: Any, timeout_s: float | None, **request: Any) -> tuple[Measurement, dict]:
+        """Send the placed step to the driver; the Measurement (extra: step times) and the raw answer."""
         checked = check_placement(graph, self.cluster, placement)
         if not graph.graph_def or not graph.train_op:
             raise ValueError(f"graph {graph.name!r} carries no GraphDef / train_op to execute")
@@ -446,18 +440,30 @@ class MeasuredRuntime:
         timeout = self.timeout_s if timeout_s is None else float(timeout_s)
         answer = self.workers.measure(graph.graph_def, devices, train_op=graph.train_op, init_op=graph.init_op,
                                       feeds=graph.feeds, steps=self.steps, timeout_s=timeout, margin_s=self.margin_s,
-                                      trace=trace)
+                                      **request)
         if not answer.get("ok"):
             if answer.get("failure") == "timeout" and self._workers is not None:
                 self._workers.close()  # workers may still be busy with the cancelled step: start clean
             return Measurement(runtime_s=float("nan"), ok=False, failure=answer.get("failure", "error"),
-                               message=answer.get("message", ""), placement=checked, runtime="measured")
+                               message=answer.get("message", ""), placement=checked, runtime="measured"), answer
         times = [float(t) for t in answer["step_times_s"]]
         return Measurement(
             runtime_s=float(np.median(times[self.warmup:])), ok=True, placement=checked, runtime="measured",
             extra={"step_times_s": times, "timed_step_times_s": times[self.warmup:],
-                   "setup_s": float(answer.get("setup_s", 0.0)), "init_s": float(answer.get("init_s", 0.0)),
-                   **({"trace_devices": answer.get("trace_devices", {})} if trace else {})})
+                   "setup_s": float(answer.get("setup_s", 0.0)), "init_s": float(answer.get("init_s", 0.0))}), answer
+
+    def measure(self, graph: OpGraph, placement: Any, *, timeout_s: float | None = None,
+                trace: bool = False) -> Measurement:
+        """Run ``steps`` steps of ``graph`` placed by ``placement`` (one device per group).
+
+        ``runtime_s`` is the median of the steps after ``warmup``; ``extra`` holds every step time,
+        ``setup_s`` (import + session + init) and ``init_s``. ``trace=True`` runs one more, untimed
+        step with a full trace and puts ``{tf device: nodes run}`` in ``extra["trace_devices"]``.
+        """
+        m, answer = self._run(graph, placement, timeout_s, trace=trace)
+        if m.ok and trace:
+            m.extra["trace_devices"] = answer.get("trace_devices", {})
+        return m
 
     def profile(self, graph: OpGraph, placement: Any, *, trace_steps: int = 5,
                 timeout_s: float | None = None) -> Measurement:
@@ -473,21 +479,9 @@ class MeasuredRuntime:
         """
         if trace_steps < 1:
             raise ValueError(f"trace_steps = {trace_steps}: must be >= 1")
-        checked = check_placement(graph, self.cluster, placement)
-        if not graph.graph_def or not graph.train_op:
-            raise ValueError(f"graph {graph.name!r} carries no GraphDef / train_op to execute")
-        tf_devices = np.array([d.tf_device for d in self.cluster.devices], dtype=object)
-        per_op = tf_devices[op_devices(graph, checked)]
-        devices = dict(zip(graph.op_names.tolist(), per_op.tolist()))
-        timeout = self.timeout_s if timeout_s is None else float(timeout_s)
-        answer = self.workers.measure(graph.graph_def, devices, train_op=graph.train_op, init_op=graph.init_op,
-                                      feeds=graph.feeds, steps=self.steps, timeout_s=timeout, margin_s=self.margin_s,
-                                      trace=True, trace_steps=int(trace_steps))
-        if not answer.get("ok"):
-            if answer.get("failure") == "timeout" and self._workers is not None:
-                self._workers.close()
-            return Measurement(runtime_s=float("nan"), ok=False, failure=answer.get("failure", "error"),
-                               message=answer.get("message", ""), placement=checked, runtime="measured")
+        m, answer = self._run(graph, placement, timeout_s, trace=True, trace_steps=int(trace_steps))
+        if not m.ok:
+            return m
         seconds = np.zeros(graph.n_ops)
         traced = np.zeros(graph.n_ops, dtype=bool)
         device = np.full(graph.n_ops, "", dtype=object)
@@ -500,15 +494,10 @@ class MeasuredRuntime:
                 untracked[name] = median
                 continue
             seconds[i], traced[i], device[i] = median, True, entry["device"]
-        times = [float(t) for t in answer["step_times_s"]]
-        return Measurement(
-            runtime_s=float(np.median(times[self.warmup:])), ok=True, placement=checked, runtime="measured",
-            extra={"step_times_s": times, "timed_step_times_s": times[self.warmup:],
-                   "setup_s": float(answer.get("setup_s", 0.0)), "init_s": float(answer.get("init_s", 0.0)),
-                   "trace_devices": answer.get("trace_devices", {}),
-                   "traced_step_times_s": [float(t) for t in answer.get("traced_step_times_s", [])],
-                   "op_seconds": seconds, "op_traced": traced, "op_device": device,
-                   "untracked_nodes": untracked})
+        m.extra.update({"trace_devices": answer.get("trace_devices", {}),
+                        "traced_step_times_s": [float(t) for t in answer.get("traced_step_times_s", [])],
+                        "op_seconds": seconds, "op_traced": traced, "op_device": device, "untracked_nodes": untracked})
+        return m
 
     def close(self) -> None:
         if self._workers is not None:
