@@ -1,4 +1,4 @@
-"""Stable-Baselines3 agents on DevicePlacement-v0: PPO (oneshot) and MaskablePPO (any mode).
+"""Stable-Baselines3 agents on DevicePlacement-v0: PPO or A2C (oneshot) and MaskablePPO (any mode).
 
 ``train(...)`` trains for a wall-clock budget or a number of env steps and returns the model,
 the learning curve (episode rewards and runtimes in order) and the best placement it saw.
@@ -13,7 +13,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-ALGORITHMS = ("PPO", "MaskablePPO")
+ALGORITHMS = ("PPO", "A2C", "MaskablePPO")
+PER_GROUP_FIELDS = ("group_mask", "op_types", "output_shapes", "neighbour_bytes", "compute", "memory", "position",
+                    "placement", "current")
 
 
 @dataclass
@@ -25,6 +27,43 @@ class TrainingResult:
     best_placement: np.ndarray | None = None
     env_steps: int = 0
     wall_s: float = 0.0
+
+
+def group_features_extractor():
+    """SB3 features extractor for the env's Dict observation (built lazily: torch is optional).
+
+    Every group's fields (op types, shapes, neighbour bytes, compute, memory, position, and in the
+    step-wise modes its placement and whether it is current) go through one shared MLP; the
+    result is the flattened per-group embeddings (so a head can still tell groups apart) plus a
+    masked mean over groups and the flattened device features.
+    """
+    import torch
+    from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
+
+    class GroupFeatures(BaseFeaturesExtractor):
+        def __init__(self, observation_space, group_dim: int = 8, hidden: int = 64) -> None:
+            fields = [k for k in PER_GROUP_FIELDS if k in observation_space.spaces]
+            slots = observation_space["group_mask"].shape[0]
+            widths = [int(np.prod(observation_space[k].shape[1:])) for k in fields]
+            devices = int(np.prod(observation_space["devices"].shape))
+            extra = int(np.prod(observation_space["efficiency"].shape)) if "efficiency" in observation_space.spaces else 0
+            super().__init__(observation_space, slots * group_dim + group_dim + devices + extra)
+            self.fields, self.slots = fields, slots
+            self.group_mlp = torch.nn.Sequential(torch.nn.Linear(sum(widths), hidden), torch.nn.ReLU(),
+                                                 torch.nn.Linear(hidden, group_dim), torch.nn.ReLU())
+
+        def forward(self, observations):
+            per_group = torch.cat([observations[k].reshape(observations[k].shape[0], self.slots, -1)
+                                   for k in self.fields], dim=2)
+            embedded = self.group_mlp(per_group)
+            mask = observations["group_mask"].unsqueeze(2)
+            pooled = (embedded * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+            parts = [embedded.flatten(1), pooled, observations["devices"].flatten(1)]
+            if "efficiency" in observations:
+                parts.append(observations["efficiency"])
+            return torch.cat(parts, dim=1)
+
+    return GroupFeatures
 
 
 def _callback(result: TrainingResult, deadline: float | None):
@@ -61,12 +100,21 @@ def train(env_id: str = "DevicePlacement-v0", *, algorithm: str = "PPO", seconds
         raise ValueError(f"algorithm={algorithm!r}; expected one of {', '.join(map(repr, ALGORITHMS))}")
     if algorithm == "PPO":
         from stable_baselines3 import PPO as Algorithm
+    elif algorithm == "A2C":
+        from stable_baselines3 import A2C as Algorithm
     else:
         from sb3_contrib import MaskablePPO as Algorithm
     env = make_env(env_id, **env_kwargs)
     oneshot = env.unwrapped.mode == "oneshot"
-    defaults = dict(n_steps=64 if oneshot else 512, batch_size=64, learning_rate=3e-3 if oneshot else 1e-3,
+    defaults = dict(n_steps=64 if oneshot else 512, learning_rate=3e-3 if oneshot else 1e-3,
                     gamma=1.0, ent_coef=0.0, seed=seed, verbose=0, device="cpu")
+    if algorithm == "A2C":
+        # Adam and normalised advantages: with RMSprop and raw advantages A2C barely moved in 1,280 steps.
+        defaults.update(n_steps=16 if oneshot else 64, use_rms_prop=False, normalize_advantage=True)
+    else:
+        defaults["batch_size"] = 64
+    if policy_kwargs is None:
+        policy_kwargs = {"features_extractor_class": group_features_extractor()}
     model = Algorithm("MultiInputPolicy", env, policy_kwargs=policy_kwargs, **{**defaults, **(algorithm_kwargs or {})})
     result = TrainingResult(model=model)
     start = time.monotonic()

@@ -19,6 +19,7 @@ def _random_mean(env) -> float:
 @pytest.mark.slow
 @pytest.mark.parametrize("algorithm, mode, steps, kwargs", [
     ("PPO", "oneshot", 1280, {}),
+    ("A2C", "oneshot", 1280, {}),
     ("MaskablePPO", "sequential", 512 * 60, {"dense_reward": True}),
 ])
 def test_agent_beats_random_placements(algorithm, mode, steps, kwargs):
@@ -33,5 +34,5 @@ def test_agent_beats_random_placements(algorithm, mode, steps, kwargs):
 
 
 def test_unknown_algorithm():
-    with pytest.raises(ValueError, match="algorithm='A2C'; expected one of 'PPO', 'MaskablePPO'"):
-        train(TINY, algorithm="A2C")
+    with pytest.raises(ValueError, match="algorithm='DQN'; expected one of 'PPO', 'A2C', 'MaskablePPO'"):
+        train(TINY, algorithm="DQN")
