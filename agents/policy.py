@@ -1,0 +1,115 @@
+"""The seq2seq placement policy of Mirhoseini et al. (2017), in PyTorch.
+
+* Group embedding: a linear projection (+ tanh) of the env's per-group features
+  (:func:`group_features`: op-type histogram, output shapes, neighbours and their traffic,
+  compute, memory, position, and the devices the group may go to).
+* Encoder: a bidirectional LSTM over the groups in topological order.
+* Decoder: an LSTM cell that emits one device per group; its input at step t is the embedding of
+  the device chosen for group t-1 (a start token at t=0) and the encoder output of group t; a
+  content-based (Bahdanau, additive) attention over all encoder outputs gives a context vector;
+  the logits over devices come from [decoder state, context].
+* Devices a group cannot run on (``allowed`` False: no kernel) get logit -inf, so they are never
+  sampled; logits are divided by a temperature and may get Gaussian noise (exploration, as in TF's
+  hierarchical placer) before masking.
+
+``policy(features, allowed, samples=K)`` samples K placements and returns their summed log-prob
+and entropy (with gradients); ``policy(features, allowed, actions=A)`` scores given placements.
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+import torch
+from torch import nn
+
+# env observation fields the group embedding reads (see placement_env.env.features)
+GROUP_FIELDS = ("op_types", "output_shapes", "neighbours", "neighbour_bytes", "compute", "memory", "position")
+
+
+def group_features(fields: Mapping[str, np.ndarray], n_groups: int, allowed: np.ndarray) -> np.ndarray:
+    """[n_groups, F] float32: the env's group fields (padding slots dropped) plus derived columns.
+
+    Derived: compute and memory also as log10 of the group's share times n_groups (so the
+    features do not shrink as graphs get more groups), and the ``allowed`` device mask.
+    """
+    columns = [np.asarray(fields[name], np.float32)[:n_groups].reshape(n_groups, -1) for name in GROUP_FIELDS]
+    share = np.concatenate([np.asarray(fields["compute"], np.float32)[:n_groups],
+                            np.asarray(fields["memory"], np.float32)[:n_groups]], axis=1)
+    columns.append(np.log10(1e-4 + share * n_groups).astype(np.float32) / 4.0)
+    columns.append(np.asarray(allowed, np.float32))
+    return np.concatenate(columns, axis=1)
+
+
+class Seq2SeqPolicy(nn.Module):
+    """Encoder-decoder with attention; one categorical device choice per group."""
+
+    def __init__(self, feature_dim: int, n_devices: int, *, hidden: int = 256) -> None:
+        super().__init__()
+        if hidden < 2 or hidden % 2:
+            raise ValueError(f"hidden={hidden!r}; expected an even number >= 2")
+        self.feature_dim, self.n_devices, self.hidden = feature_dim, n_devices, hidden
+        self.embed = nn.Sequential(nn.Linear(feature_dim, hidden), nn.Tanh())
+        self.encoder = nn.LSTM(hidden, hidden // 2, batch_first=True, bidirectional=True)
+        self.bridge = nn.Linear(hidden, 2 * hidden)  # encoder summary -> decoder (h0, c0)
+        self.device_embed = nn.Embedding(n_devices + 1, hidden)  # index n_devices: the start token
+        self.decoder = nn.LSTMCell(2 * hidden, hidden)
+        self.att_keys = nn.Linear(hidden, hidden, bias=False)
+        self.att_query = nn.Linear(hidden, hidden)
+        self.att_v = nn.Linear(hidden, 1, bias=False)
+        self.head = nn.Linear(2 * hidden, n_devices)
+
+    def encode(self, features: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+        """Encoder outputs [n, H] and the decoder's initial state ([1, H], [1, H])."""
+        out, _ = self.encoder(self.embed(features)[None])
+        out = out[0]
+        summary = torch.cat([out[-1, : self.hidden // 2], out[0, self.hidden // 2:]])  # fwd end, bwd end
+        h0, c0 = torch.tanh(self.bridge(summary)).chunk(2)
+        return out, (h0[None], c0[None])
+
+    def forward(self, features: torch.Tensor, allowed: torch.Tensor, *, samples: int | None = None,
+                actions: torch.Tensor | None = None, temperature: float = 1.0, noise_std: float = 0.0,
+                generator: torch.Generator | None = None, greedy: bool = False
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(actions [K, n] int64, log_prob [K], entropy [K]) of K sampled (or the given) placements.
+
+        ``features`` [n, F], ``allowed`` [n, D] bool. Exactly one of ``samples`` / ``actions``.
+        ``greedy``: take the most likely device instead of sampling.
+        """
+        if (samples is None) == (actions is None):
+            raise ValueError("give exactly one of samples= (to sample) or actions= (to score placements)")
+        n = features.shape[0]
+        if allowed.shape != (n, self.n_devices):
+            raise ValueError(f"allowed has shape {tuple(allowed.shape)}; expected ({n}, {self.n_devices})")
+        if not bool(allowed.any(dim=1).all()):
+            raise ValueError("some group has no allowed device")
+        k = samples if actions is None else actions.shape[0]
+        if actions is not None and actions.shape != (k, n):
+            raise ValueError(f"actions has shape {tuple(actions.shape)}; expected (K, {n})")
+        enc, (h, c) = self.encode(features)
+        keys = self.att_keys(enc)  # [n, H]
+        h, c = h.expand(k, -1).contiguous(), c.expand(k, -1).contiguous()
+        prev = torch.full((k,), self.n_devices, dtype=torch.long)
+        chosen, log_prob, entropy = [], torch.zeros(k), torch.zeros(k)
+        for t in range(n):
+            x = torch.cat([self.device_embed(prev), enc[t].expand(k, -1)], dim=1)
+            h, c = self.decoder(x, (h, c))
+            scores = self.att_v(torch.tanh(keys[None] + self.att_query(h)[:, None])).squeeze(-1)  # [K, n]
+            context = torch.softmax(scores, dim=1) @ enc  # [K, H]
+            logits = self.head(torch.cat([h, context], dim=1)) / temperature
+            if noise_std > 0:
+                logits = logits + noise_std * torch.randn(logits.shape, generator=generator)
+            logits = logits.masked_fill(~allowed[t], float("-inf"))
+            logp = torch.log_softmax(logits, dim=1)
+            if actions is not None:
+                a = actions[:, t]
+            elif greedy:
+                a = logp.argmax(dim=1)
+            else:
+                a = torch.multinomial(logp.detach().exp(), 1, generator=generator).squeeze(1)
+            log_prob = log_prob + logp.gather(1, a[:, None]).squeeze(1)
+            safe = logp.masked_fill(~allowed[t], 0.0)  # 0 * -inf would make NaN gradients
+            entropy = entropy - (safe.exp() * safe).masked_fill(~allowed[t], 0.0).sum(dim=1)
+            chosen.append(a)
+            prev = a
+        return torch.stack(chosen, dim=1), log_prob, entropy

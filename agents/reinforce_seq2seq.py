@@ -1,0 +1,615 @@
+"""The seed paper's agent: a seq2seq policy trained with REINFORCE (Mirhoseini et al., 2017).
+
+Every update samples K placements from the policy (:mod:`agents.policy`), measures them with one
+``evaluate_batch`` call, and takes an Adam step on
+
+    loss = -(1/K) sum_i A_i log p(P_i) - beta * H(p),
+    A_i = R(P_i) - B,   R = -sqrt(charged runtime)  (the failing signal, 100 s, for a failed placement)
+
+with B an exponential moving average (decay 0.9) of the rewards of the *successful* samples only.
+Gradients are clipped to norm 1.0. Deviations from the paper, all switchable in :class:`Config`:
+advantages are divided by an EMA of the successful rewards' spread and clipped to +-5
+(``normalize_advantages``; rewards of small graphs differ by 1e-3, which the entropy bonus would
+swamp), and logits get Gaussian noise for the first ``noise_updates`` updates (TF's placer).
+
+* ``train(...)``: train on a benchmark for an evaluation or wall budget, logging to ``out_dir``
+  (``log.csv``, ``checkpoint.pt``, ``best_placement.json``, ``learning_curve.png``); ``resume=True``
+  continues from ``out_dir/checkpoint.pt``.
+* ``place(problem)``: the harness method (``placement-env run --methods agents.reinforce_seq2seq:place``);
+  trains within ``problem.budget`` evaluations through ``problem.evaluate``.
+* ``python -m agents.reinforce_seq2seq``: the CLI (``--help``); it ends with a table against the
+  baselines and writes ``best_placement.pb`` (the placed TF graph).
+
+``evaluator=``: anything with ``.batch(placements [K, n]) -> list[Measurement]`` or such a callable
+(e.g. ``agents.parallel.ParallelEvaluator(...)``); by default the env's own evaluator.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import io
+import json
+import math
+import os
+import re
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from agents.policy import Seq2SeqPolicy, group_features
+from placement_env.errors import PlacementEnvError
+
+CHECKPOINT = "checkpoint.pt"
+LOG = "log.csv"
+BEST_JSON = "best_placement.json"
+BEST_PB = "best_placement.pb"
+CURVE = "learning_curve.png"
+LOG_COLUMNS = ("update", "evaluations", "wall_s", "mean_reward", "mean_runtime_s", "mean_ok_runtime_s", "success_rate",
+               "best_runtime_s", "entropy", "baseline")
+BASELINE_METHODS = ("single_cpu", "single_gpu", "expert", "scotch", "mincut", "metis", "heft", "m_topo", "m_etf")
+DEFAULT_MINUTES = 10.0
+CHECKPOINT_EVERY = 25  # updates
+
+EvaluateBatch = Callable[[np.ndarray], list]
+
+
+@dataclass
+class Config:
+    """Hyper-parameters (stored in the checkpoint; a resumed run keeps its own)."""
+
+    samples: int = 16  # K placements per update
+    hidden: int = 256
+    lr: float = 3e-3
+    entropy: float = 0.01  # beta, on the entropy of a whole placement (sum over groups, nats)
+    baseline_decay: float = 0.9
+    grad_clip: float = 1.0
+    temperature: float = 1.0
+    logits_noise: float = 0.5
+    noise_updates: int = 50  # logits noise for this many updates, then none
+    normalize_advantages: bool = True
+    advantage_clip: float = 5.0
+    failing_signal: float = 100.0
+
+
+@dataclass
+class TrainResult:
+    best_placement: np.ndarray | None
+    best_runtime_s: float
+    history: list[dict[str, float]]
+    evaluations: int
+    wall_s: float  # over all sessions of a resumed run
+    updates: int = 0
+    lower_bound_s: float = float("nan")
+    out_dir: Path | None = None
+
+
+class CheckpointMismatchError(ValueError):
+    """``--resume`` with a checkpoint of another benchmark, cluster or runtime."""
+
+
+def _batch_function(evaluator: Any) -> EvaluateBatch:
+    if hasattr(evaluator, "batch"):
+        return evaluator.batch
+    if callable(evaluator):
+        return evaluator
+    raise TypeError(f"evaluator is a {type(evaluator).__name__}; expected an object with .batch(placements) "
+                    f"or a callable placements -> list[Measurement]")
+
+
+def _charged(m: Any, failing_signal: float) -> float:
+    if m.ok and math.isfinite(m.runtime_s) and m.runtime_s > 0:
+        return float(m.runtime_s)
+    return failing_signal
+
+
+class Trainer:
+    """Policy, optimiser, baseline and the record of one (graph, cluster) training run."""
+
+    def __init__(self, features: np.ndarray, allowed: np.ndarray, config: Config, seed: int = 0) -> None:
+        self.config = config
+        torch.set_flush_denormal(True)  # denormals in the LSTMs slow CPU updates down by 1.5x or more
+        self.features = torch.as_tensor(features, dtype=torch.float32)
+        self.allowed = torch.as_tensor(np.asarray(allowed, bool))
+        torch.manual_seed(seed)
+        self.policy = Seq2SeqPolicy(self.features.shape[1], self.allowed.shape[1], hidden=config.hidden)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.lr)
+        self.generator = torch.Generator().manual_seed(seed + 1)
+        self.baseline: float | None = None
+        self.spread: float | None = None
+        self.updates = 0
+        self.evaluations = 0
+        self.wall_s = 0.0
+        self.history: list[dict[str, float]] = []
+        self.best_runtime_s = float("inf")
+        self.best_placement: np.ndarray | None = None
+
+    def update(self, evaluate_batch: EvaluateBatch, samples: int | None = None) -> dict[str, float]:
+        """Sample, evaluate, take one REINFORCE step; the log row of this update."""
+        cfg = self.config
+        k = samples or cfg.samples
+        noise = cfg.logits_noise if self.updates < cfg.noise_updates else 0.0
+        self.policy.train()
+        actions, log_prob, entropy = self.policy(self.features, self.allowed, samples=k, temperature=cfg.temperature,
+                                                 noise_std=noise, generator=self.generator)
+        placements = actions.numpy()
+        measurements = list(evaluate_batch(placements))
+        if len(measurements) != k:
+            raise RuntimeError(f"the evaluator returned {len(measurements)} measurements for {k} placements")
+        self.evaluations += k
+        ok = np.array([bool(m.ok) for m in measurements])
+        charged = np.array([_charged(m, cfg.failing_signal) for m in measurements])
+        rewards = -np.sqrt(charged)
+        for i in np.flatnonzero(ok):
+            if charged[i] < self.best_runtime_s:
+                self.best_runtime_s, self.best_placement = float(charged[i]), placements[i].copy()
+        if ok.any():  # the baseline skips failing samples
+            mean, spread = float(rewards[ok].mean()), float(rewards[ok].std())
+            d = cfg.baseline_decay
+            self.baseline = mean if self.baseline is None else d * self.baseline + (1 - d) * mean
+            if ok.sum() > 1:
+                self.spread = spread if self.spread is None else d * self.spread + (1 - d) * spread
+        baseline = self.baseline if self.baseline is not None else float(rewards.mean())
+        advantages = rewards - baseline
+        if cfg.normalize_advantages:
+            advantages = advantages / max(self.spread or 0.0, 1e-8 + 1e-3 * abs(baseline))
+            advantages = np.clip(advantages, -cfg.advantage_clip, cfg.advantage_clip)
+        n = self.features.shape[0]
+        loss = -(torch.as_tensor(advantages, dtype=torch.float32) * log_prob).mean() - cfg.entropy * entropy.mean()
+        self.optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.grad_clip)
+        self.optimizer.step()
+        self.updates += 1
+        return {
+            "update": self.updates, "evaluations": self.evaluations, "wall_s": self.wall_s,
+            "mean_reward": float(rewards.mean()), "mean_runtime_s": float(charged.mean()),
+            "mean_ok_runtime_s": float(charged[ok].mean()) if ok.any() else float("nan"),
+            "success_rate": float(ok.mean()), "best_runtime_s": self.best_runtime_s,
+            "entropy": float(entropy.mean().item() / n), "baseline": baseline,
+        }
+
+    @torch.no_grad()
+    def greedy(self) -> np.ndarray:
+        self.policy.eval()
+        actions, _, _ = self.policy(self.features, self.allowed, samples=1, greedy=True)
+        return actions[0].numpy()
+
+    # ---- checkpoints ----
+    def state(self, meta: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "format": 1, "meta": meta, "config": dataclasses.asdict(self.config),
+            "policy": self.policy.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "baseline": self.baseline, "spread": self.spread, "updates": self.updates,
+            "evaluations": self.evaluations, "wall_s": self.wall_s, "history": list(self.history),
+            "best_runtime_s": self.best_runtime_s,
+            "best_placement": None if self.best_placement is None else self.best_placement.tolist(),
+            "torch_rng": torch.get_rng_state(), "generator": self.generator.get_state(),
+        }
+
+    def load(self, state: dict[str, Any]) -> None:
+        self.policy.load_state_dict(state["policy"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.baseline, self.spread = state["baseline"], state["spread"]
+        self.updates, self.evaluations, self.wall_s = state["updates"], state["evaluations"], state["wall_s"]
+        self.history = list(state["history"])
+        self.best_runtime_s = float(state["best_runtime_s"])
+        best = state["best_placement"]
+        self.best_placement = None if best is None else np.asarray(best, np.int64)
+        torch.set_rng_state(state["torch_rng"])
+        self.generator.set_state(state["generator"])
+
+
+# ---- files ----
+def _atomic_write(path: Path, write: Callable[[Any], None], binary: bool = False) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb" if binary else "w", **({} if binary else {"newline": ""})) as handle:
+        write(handle)
+    os.replace(tmp, path)
+
+
+def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    _atomic_write(path, lambda handle: torch.save(state, handle), binary=True)
+
+
+def load_checkpoint(path: Path) -> dict[str, Any]:
+    return torch.load(path, map_location="cpu", weights_only=False)
+
+
+def write_log(path: Path, history: Sequence[dict[str, float]]) -> None:
+    def write(handle: Any) -> None:
+        writer = csv.DictWriter(handle, fieldnames=LOG_COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(history)
+
+    _atomic_write(path, write)
+
+
+def plot_curve(path: Path, history: Sequence[dict[str, float]], *, title: str = "",
+               references: dict[str, float] | None = None) -> None:
+    """Learning curve PNG: mean and best runtime of the samples over evaluations (Agg, no pyplot)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(7, 4.2), dpi=100)
+    FigureCanvasAgg(figure)
+    ax = figure.add_subplot(1, 1, 1)
+    if history:
+        x = [row["evaluations"] for row in history]
+        ax.plot(x, [row.get("mean_ok_runtime_s", row["mean_runtime_s"]) for row in history], lw=0.8, alpha=0.7,
+                label="mean of the successful samples")
+        ax.plot(x, [row["best_runtime_s"] for row in history], lw=1.6, label="best so far")
+        ax2 = ax.twinx()
+        ax2.plot(x, [row["success_rate"] for row in history], lw=0.6, color="0.6", alpha=0.6)
+        ax2.set_ylim(0, 1.05)
+        ax2.set_ylabel("fraction of samples that ran", color="0.5", fontsize=8)
+    for k, (name, value) in enumerate((references or {}).items()):
+        if value is not None and math.isfinite(value):
+            ax.axhline(value, ls="--", lw=0.9, color=f"C{k + 2}", label=f"{name} {value:.4g} s")
+    finite = [row["best_runtime_s"] for row in history if math.isfinite(row["best_runtime_s"])]
+    if finite:
+        refs = [v for v in (references or {}).values() if v is not None and math.isfinite(v)]
+        ax.set_ylim(0, max([3.0 * min(finite), *refs]) * 1.1)
+    ax.set_xlabel("runtime evaluations")
+    ax.set_ylabel("step time (s)")
+    ax.set_title(title or "REINFORCE seq2seq")
+    ax.legend(fontsize=7, loc="upper right")
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    _atomic_write(path, lambda handle: handle.write(buffer.getvalue()), binary=True)
+
+
+def default_out_dir(benchmark: str, cluster: str, runtime: str) -> Path:
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{benchmark}-{cluster}-{runtime}")
+    return Path("runs") / "reinforce_seq2seq" / safe
+
+
+# ---- the training loop ----
+def _loop(trainer: Trainer, evaluate_batch: EvaluateBatch, *, budget: int | None, seconds: float | None,
+          progress: bool, on_update: Callable[[dict[str, float]], None] | None = None, desc: str = "") -> None:
+    """Update until the evaluation budget (total, over resumed sessions) or the session's seconds run out."""
+    from tqdm import tqdm
+
+    start = time.monotonic()
+    wall0 = trainer.wall_s
+    total = budget if budget is not None else (int(seconds) if seconds is not None else None)
+    bar = tqdm(total=total, initial=min(trainer.evaluations, budget) if budget is not None else 0, desc=desc,
+               unit="eval" if budget is not None else "s", disable=not progress, leave=True)
+    try:
+        while True:
+            elapsed = time.monotonic() - start
+            if seconds is not None and elapsed >= seconds:
+                break
+            k = trainer.config.samples
+            if budget is not None:
+                k = min(k, budget - trainer.evaluations)
+                if k < 1:
+                    break
+            row = trainer.update(evaluate_batch, samples=k)
+            now = time.monotonic() - start
+            trainer.wall_s = wall0 + now
+            row["wall_s"] = trainer.wall_s
+            trainer.history.append(row)
+            if on_update is not None:
+                on_update(row)
+            bar.update(k if budget is not None else (int(now) - bar.n if seconds is not None else 0))
+            bar.set_postfix_str(f"best {trainer.best_runtime_s:.4g}s mean {row['mean_runtime_s']:.4g}s "
+                                f"ent {row['entropy']:.3f}")
+    finally:
+        trainer.wall_s = wall0 + (time.monotonic() - start)
+        bar.close()
+
+
+def _check_positive_int(name: str, value: Any, allow_none: bool = True) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name}={value!r}; expected a positive integer")
+
+
+def train(benchmark: str = "nmt", cluster: str = "paper-2gpu", runtime: str = "sim", *, budget: int | None = None,
+          seconds: float | None = None, samples: int = 16, seed: int = 0, out_dir: str | os.PathLike | None = None,
+          resume: bool = False, evaluator: Any = None, progress: bool = True, config: Config | None = None,
+          checkpoint_every: int = CHECKPOINT_EVERY, **env_kwargs: Any) -> TrainResult:
+    """Train the seq2seq policy on ``benchmark`` / ``cluster`` / ``runtime`` with REINFORCE.
+
+    ``budget``: total runtime evaluations (a resumed run counts those already spent); ``seconds``:
+    wall time of this session; with neither, 10 minutes. ``out_dir`` (default
+    ``runs/reinforce_seq2seq/<benchmark>-<cluster>-<runtime>``) gets the log, checkpoints (every
+    ``checkpoint_every`` updates, at the end, and on KeyboardInterrupt), the best placement and the
+    learning curve. ``resume``: continue from ``out_dir/checkpoint.pt`` (which must belong to the
+    same benchmark, cluster and runtime; its config is kept).
+    """
+    from placement_env.env.core import DevicePlacementEnv
+
+    _check_positive_int("budget", budget)
+    _check_positive_int("samples", samples, allow_none=False)
+    _check_positive_int("checkpoint_every", checkpoint_every, allow_none=False)
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+                                or not math.isfinite(seconds) or seconds <= 0):
+        raise ValueError(f"seconds={seconds!r}; expected a positive number of seconds")
+    if budget is None and seconds is None:
+        seconds = DEFAULT_MINUTES * 60
+    cluster_name = cluster if isinstance(cluster, str) else getattr(cluster, "name", str(cluster))
+    meta = {"benchmark": str(benchmark), "cluster": str(cluster_name), "runtime": str(runtime)}
+    out = Path(out_dir) if out_dir is not None else default_out_dir(*meta.values())
+    checkpoint_path = out / CHECKPOINT
+    state = None
+    if resume:
+        if not checkpoint_path.exists():
+            raise FileNotFoundError(f"resume: no checkpoint at {checkpoint_path}")
+        state = load_checkpoint(checkpoint_path)
+        theirs = state.get("meta", {})
+        if theirs != meta:
+            raise CheckpointMismatchError(
+                f"resume: {checkpoint_path} belongs to benchmark={theirs.get('benchmark')!r} "
+                f"cluster={theirs.get('cluster')!r} runtime={theirs.get('runtime')!r}, not benchmark="
+                f"{meta['benchmark']!r} cluster={meta['cluster']!r} runtime={meta['runtime']!r}; "
+                f"use another --out-dir or the matching flags (nothing was changed)")
+    env = DevicePlacementEnv(benchmark, cluster, runtime, **env_kwargs)
+    try:
+        task = env.task
+        n = env.n_groups
+        features = group_features(task.features.fields, n, task.allowed)
+        if state is not None:
+            cfg = Config(**state["config"])
+        else:
+            cfg = dataclasses.replace(config or Config(), samples=int(samples),
+                                      failing_signal=float(env.failing_signal))
+        trainer = Trainer(features, task.allowed, cfg, seed=seed)
+        if state is not None:
+            if state["policy"]["head.weight"].shape[0] != task.allowed.shape[1] or \
+                    state["policy"]["embed.0.weight"].shape[1] != features.shape[1]:
+                raise CheckpointMismatchError(f"resume: {checkpoint_path} was made for another graph or cluster shape")
+            trainer.load(state)
+        evaluate_batch = _batch_function(evaluator) if evaluator is not None else task.evaluator.batch
+        out.mkdir(parents=True, exist_ok=True)
+        lower = float(task.lower_bound)
+
+        def checkpoint(final: bool = False) -> None:
+            save_checkpoint(checkpoint_path, trainer.state(meta))
+            if final:  # while training, rows are appended to the open log instead
+                write_log(out / LOG, trainer.history)
+            if trainer.best_placement is not None:
+                record = {**meta, "placement": trainer.best_placement.tolist(), "runtime_s": trainer.best_runtime_s,
+                          "lower_bound_s": lower, "evaluations": trainer.evaluations, "updates": trainer.updates}
+                _atomic_write(out / BEST_JSON, lambda handle: json.dump(record, handle, indent=1))
+
+        if state is not None:  # the log restarts from the checkpoint's history (drops rows logged past it)
+            write_log(out / LOG, trainer.history)
+        log_handle = open(out / LOG, "a" if state is not None else "w", newline="")
+        writer = csv.DictWriter(log_handle, fieldnames=LOG_COLUMNS, extrasaction="ignore")
+        if state is None:
+            writer.writeheader()
+
+        def on_update(row: dict[str, float]) -> None:
+            writer.writerow(row)
+            log_handle.flush()
+            if trainer.updates % checkpoint_every == 0:
+                checkpoint()
+
+        try:
+            _loop(trainer, evaluate_batch, budget=budget, seconds=seconds, progress=progress, on_update=on_update,
+                  desc=f"reinforce {meta['benchmark']}")
+        finally:  # also on KeyboardInterrupt: keep what was learnt
+            log_handle.close()
+            checkpoint(final=True)
+            plot_curve(out / CURVE, trainer.history, title=f"{meta['benchmark']} on {meta['cluster']} ({runtime})",
+                       references={"lower bound": lower})
+        return TrainResult(best_placement=trainer.best_placement, best_runtime_s=trainer.best_runtime_s,
+                           history=trainer.history, evaluations=trainer.evaluations, wall_s=trainer.wall_s,
+                           updates=trainer.updates, lower_bound_s=lower, out_dir=out)
+    finally:
+        env.close()
+
+
+def place(problem: Any, *, samples: int = 16, seconds: float | None = None, config: Config | None = None,
+          default_budget: int = 2000) -> np.ndarray:
+    """Harness method: train within ``problem.budget`` evaluations (``default_budget`` if unlimited) through
+    ``problem.evaluate``; return the best placement seen (the greedy one if nothing ran)."""
+    from placement_env.env.features import graph_features
+
+    graph, cluster = problem.graph, problem.cluster
+    fields = graph_features(graph, cluster, problem.costs.seconds, graph.n_groups).fields
+    allowed = problem.allowed
+    budget = problem.budget if problem.budget is not None else default_budget
+    budget = int(min(budget, problem.evaluations + problem.budget_left))
+    k = max(1, min(samples, budget // 8)) if budget >= 2 else 1  # small budgets: more, smaller updates
+    seed = int(problem.rng.integers(2**31 - 1))
+    cfg = dataclasses.replace(config or Config(), samples=k)
+    trainer = Trainer(group_features(fields, graph.n_groups, allowed), allowed, cfg, seed=seed)
+    trainer.evaluations = problem.evaluations
+
+    def evaluate_batch(placements: np.ndarray) -> list:
+        return [problem.evaluate(p) for p in placements]
+
+    _loop(trainer, evaluate_batch, budget=budget, seconds=seconds, progress=False)
+    if trainer.best_placement is not None:
+        return trainer.best_placement
+    if problem.best is not None:
+        return np.asarray(problem.best.placement)
+    return trainer.greedy()
+
+
+# ---- CLI ----
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid positive integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    from agents.parallel import BACKENDS
+    from placement_env.evaluation import RUNTIMES
+
+    parser = argparse.ArgumentParser(
+        prog="python -m agents.reinforce_seq2seq",
+        description="Train the paper's seq2seq placement policy with REINFORCE and compare it with the baselines.")
+    parser.add_argument("--benchmark", default="nmt", help="benchmark name (default: nmt)")
+    parser.add_argument("--cluster", default="paper-2gpu", help="cluster name or spec (default: paper-2gpu)")
+    parser.add_argument("--runtime", default="sim", choices=RUNTIMES, help="runtime (default: sim)")
+    parser.add_argument("--budget", type=_positive_int, default=None,
+                        help="stop after this many runtime evaluations in total (default: none)")
+    parser.add_argument("--minutes", type=_positive_float, default=None,
+                        help=f"wall budget of this session in minutes (default: {DEFAULT_MINUTES:g} if no --budget)")
+    parser.add_argument("--samples", type=_positive_int, default=16, help="placements per update, K (default: 16)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument("--out-dir", default=None,
+                        help="output folder (default: runs/reinforce_seq2seq/<benchmark>-<cluster>-<runtime>)")
+    parser.add_argument("--resume", action="store_true", help="continue from OUT_DIR/checkpoint.pt")
+    parser.add_argument("--lr", type=_positive_float, default=Config.lr, help=f"Adam learning rate ({Config.lr:g})")
+    parser.add_argument("--entropy", type=float, default=Config.entropy, help=f"entropy bonus ({Config.entropy:g})")
+    parser.add_argument("--hidden", type=_positive_int, default=Config.hidden, help=f"LSTM size ({Config.hidden})")
+    parser.add_argument("--backend", default="local", choices=("local",) + BACKENDS,
+                        help="where the K samples of an update are evaluated: in this process (local), on worker "
+                             "processes (process) or on Ray actors (ray) (default: local)")
+    parser.add_argument("--workers", type=_positive_int, default=2,
+                        help="worker processes or Ray actors for --backend process|ray (default: 2)")
+    parser.add_argument("--ray-address", default=None,
+                        help="Ray cluster address (host:port, ray://host:port or auto); implies --backend ray")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-baselines", action="store_true", help="skip the baseline table")
+    return parser
+
+
+def baseline_table(benchmark: str, cluster: str, runtime: str, ours: float, ours_label: str = "reinforce_seq2seq",
+                   methods: Sequence[str] = BASELINE_METHODS) -> tuple[str, dict[str, float | None]]:
+    """Markdown table of ``ours`` against the baselines, the lower bound and the gap to it."""
+    from baselines.base import Problem, solve
+    from placement_env.benchmarks import load_benchmark
+    from placement_env.cluster import load_cluster
+
+    graph, cl = load_benchmark(benchmark), load_cluster(cluster)
+    results: dict[str, float | None] = {}
+    notes: dict[str, str] = {}
+    lower = None
+    for method in methods:
+        problem = Problem.make(graph, cl, runtime=runtime, benchmark=benchmark, budget=100)
+        lower = problem.evaluator.lower_bound() if lower is None else lower
+        try:
+            solution = solve(method, problem)
+            m = problem.evaluator(solution.placement)
+        except Exception as error:  # noqa: BLE001 - a missing baseline is "n/a", never fatal
+            results[method], notes[method] = None, f"n/a ({type(error).__name__})"
+            continue
+        results[method] = float(m.runtime_s) if m.ok else None
+        if not m.ok:
+            notes[method] = f"fails ({m.failure})"
+    ok = {k: v for k, v in results.items() if v is not None}
+    best_name = min(ok, key=ok.get) if ok else None
+    lines = ["| method | step time (s) | vs ours | gap to lower bound |", "|---|---|---|---|"]
+
+    def line(name: str, value: float | None, note: str = "") -> str:
+        if value is None:
+            return f"| {name} | {note or 'n/a'} | | |"
+        versus = f"{(value / ours - 1) * 100:+.1f}%" if math.isfinite(ours) and ours_label not in name else ""
+        return f"| {name} | {value:.4f} | {versus} | {(value / lower - 1) * 100:+.1f}% |"
+
+    lines.append(line(f"**{ours_label}**", ours if math.isfinite(ours) else None, "no successful placement"))
+    for method in methods:
+        lines.append(line(method + (" (best baseline)" if method == best_name else ""), results[method],
+                          notes.get(method, "")))
+    lines.append(f"| lower bound | {lower:.4f} | | 0% |")
+    results["lower bound"] = lower
+    return "\n".join(lines), results
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.entropy < 0 or not math.isfinite(args.entropy):
+        parser.error(f"argument --entropy: expected a number >= 0, got {args.entropy}")
+    if args.seed < 0:
+        parser.error(f"argument --seed: expected an integer >= 0, got {args.seed}")
+    if args.hidden % 2:
+        parser.error(f"argument --hidden: expected an even number, got {args.hidden}")
+    from placement_env.benchmarks import benchmark_names
+    from placement_env.cluster import load_cluster
+
+    if args.benchmark not in benchmark_names() and not args.benchmark.startswith("synthetic:"):
+        parser.error(f"argument --benchmark: unknown benchmark {args.benchmark!r}; "
+                     f"choose from {', '.join(benchmark_names())} or synthetic:N")
+    try:
+        load_cluster(args.cluster)
+    except Exception as error:  # noqa: BLE001
+        parser.error(f"argument --cluster: {error}")
+    seconds = args.minutes * 60 if args.minutes is not None else (None if args.budget else DEFAULT_MINUTES * 60)
+    config = Config(lr=args.lr, entropy=args.entropy, hidden=args.hidden)
+
+    def interrupted(signum: int, frame: Any) -> None:  # SIGTERM (e.g. timeout) ends like Ctrl-C: checkpoint kept
+        raise KeyboardInterrupt
+
+    import signal
+
+    signal.signal(signal.SIGTERM, interrupted)
+    out = Path(args.out_dir) if args.out_dir else default_out_dir(args.benchmark, args.cluster, args.runtime)
+    backend = "ray" if args.ray_address else args.backend
+    if args.ray_address and args.backend == "process":
+        parser.error("argument --ray-address: needs --backend ray (or no --backend), not --backend process")
+    evaluator = None
+    try:
+        if backend != "local":
+            from agents.parallel import ParallelEvaluator
+
+            evaluator = ParallelEvaluator(args.benchmark, args.cluster, args.runtime, backend=backend,
+                                          workers=args.workers, address=args.ray_address)
+        result = train(args.benchmark, args.cluster, args.runtime, budget=args.budget, seconds=seconds,
+                       samples=args.samples, seed=args.seed, out_dir=out, resume=args.resume,
+                       progress=not args.no_progress, config=config, evaluator=evaluator)
+    except (CheckpointMismatchError, FileNotFoundError, PlacementEnvError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"\ninterrupted; checkpoint and log written to {out}", file=sys.stderr)
+        return 130
+    finally:
+        if evaluator is not None:
+            evaluator.close()
+    print(f"\n{result.updates} updates, {result.evaluations} evaluations, {result.wall_s:.0f} s; "
+          f"best {result.best_runtime_s:.4f} s; outputs in {out}")
+    if not args.no_baselines:
+        table, values = baseline_table(args.benchmark, args.cluster, args.runtime, result.best_runtime_s)
+        print()
+        print(table)
+        refs = {k: v for k, v in values.items() if k in ("expert", "lower bound") and v is not None}
+        ok = {k: v for k, v in values.items() if k in BASELINE_METHODS and v is not None}
+        if ok:
+            best = min(ok, key=ok.get)
+            refs[f"best baseline ({best})"] = ok[best]
+        plot_curve(out / CURVE, result.history, title=f"{args.benchmark} on {args.cluster} ({args.runtime})",
+                   references=refs)
+    if result.best_placement is not None:
+        try:
+            from placement_env.benchmarks import load_benchmark
+            from placement_env.tf_import.export import export_placed_graph
+
+            export_placed_graph(load_benchmark(args.benchmark), load_cluster(args.cluster), result.best_placement,
+                                str(out / BEST_PB))
+            print(f"placed TF graph: {out / BEST_PB}")
+        except Exception as error:  # noqa: BLE001 - e.g. a synthetic graph without a GraphDef
+            print(f"note: no placed TF graph written ({type(error).__name__}: {error})", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,261 @@
+"""The paper's REINFORCE seq2seq agent: policy, training, checkpoints, harness method, CLI."""
+from __future__ import annotations
+
+import csv
+import math
+import socket
+
+import numpy as np
+import pytest
+import torch
+
+from agents.policy import Seq2SeqPolicy, group_features
+from agents.reinforce_seq2seq import (CHECKPOINT, LOG, CheckpointMismatchError, Config, Trainer, load_checkpoint,
+                                      main, place, train)
+from placement_env.runtime.measurement import Measurement
+
+
+def toy_policy(n: int = 5, d: int = 3, f: int = 4, hidden: int = 8, seed: int = 0):
+    torch.manual_seed(seed)
+    policy = Seq2SeqPolicy(f, d, hidden=hidden)
+    features = torch.randn(n, f)
+    allowed = torch.ones(n, d, dtype=torch.bool)
+    allowed[1, 0] = False
+    allowed[3, 1:] = False  # group 3 may only go to device 0
+    return policy, features, allowed
+
+
+def test_sample_shapes_and_masking():
+    policy, features, allowed = toy_policy()
+    g = torch.Generator().manual_seed(0)
+    actions, log_prob, entropy = policy(features, allowed, samples=200, generator=g, noise_std=0.5)
+    assert actions.shape == (200, 5) and log_prob.shape == (200,) and entropy.shape == (200,)
+    assert actions.dtype == torch.long
+    assert allowed[torch.arange(5)[None].expand(200, -1), actions].all()  # never a masked device
+    assert (actions[:, 3] == 0).all() and (actions[:, 1] != 0).all()
+    assert torch.isfinite(log_prob).all() and (log_prob <= 0).all() and (entropy >= 0).all()
+    # gradients flow and are finite despite the -inf logits
+    (-(log_prob.mean()) - entropy.mean()).backward()
+    assert all(torch.isfinite(p.grad).all() for p in policy.parameters() if p.grad is not None)
+
+
+def test_log_prob_and_entropy_match_enumeration():
+    """On a toy (3 groups x 2 devices) the scored probabilities sum to 1 and entropy matches."""
+    torch.manual_seed(1)
+    policy = Seq2SeqPolicy(3, 2, hidden=6)
+    features = torch.randn(3, 3)
+    allowed = torch.ones(3, 2, dtype=torch.bool)
+    every = torch.tensor([[a, b, c] for a in (0, 1) for b in (0, 1) for c in (0, 1)])
+    with torch.no_grad():
+        _, log_prob, _ = policy(features, allowed, actions=every)
+    p = log_prob.exp()
+    assert float(p.sum()) == pytest.approx(1.0, abs=1e-5)
+    # per-step entropy summed along a sampled path is an unbiased estimate of the sequence entropy
+    exact = -(p * log_prob).sum()
+    with torch.no_grad():
+        _, _, sampled_entropy = policy(features, allowed, samples=4000, generator=torch.Generator().manual_seed(0))
+    assert float(sampled_entropy.mean()) == pytest.approx(float(exact), rel=0.05)
+    # sampling frequencies follow the scored probabilities
+    with torch.no_grad():
+        samples, _, _ = policy(features, allowed, samples=4000, generator=torch.Generator().manual_seed(2))
+    codes = samples[:, 0] * 4 + samples[:, 1] * 2 + samples[:, 2]
+    freq = torch.bincount(codes, minlength=8).float() / 4000
+    assert torch.allclose(freq, p, atol=0.03)
+
+
+def test_scoring_gives_sampled_log_prob():
+    policy, features, allowed = toy_policy()
+    with torch.no_grad():
+        actions, log_prob, entropy = policy(features, allowed, samples=6, generator=torch.Generator().manual_seed(3))
+        _, again, entropy2 = policy(features, allowed, actions=actions)
+    assert torch.allclose(log_prob, again, atol=1e-5) and torch.allclose(entropy, entropy2, atol=1e-5)
+
+
+def test_policy_rejects_bad_input():
+    policy, features, allowed = toy_policy()
+    with pytest.raises(ValueError, match="exactly one"):
+        policy(features, allowed)
+    bad = allowed.clone()
+    bad[0] = False
+    with pytest.raises(ValueError, match="no allowed device"):
+        policy(features, bad, samples=1)
+    with pytest.raises(ValueError, match="allowed has shape"):
+        policy(features, allowed[:, :2], samples=1)
+
+
+def test_baseline_skips_failures():
+    features = np.random.default_rng(0).normal(size=(4, 3)).astype(np.float32)
+    trainer = Trainer(features, np.ones((4, 2), bool), Config(samples=4, hidden=8), seed=0)
+
+    def evaluate(placements):
+        return [Measurement(runtime_s=4.0, ok=True) if k % 2 == 0 else
+                Measurement(runtime_s=float("nan"), ok=False, failure="oom") for k in range(len(placements))]
+
+    row = trainer.update(evaluate)
+    assert trainer.baseline == pytest.approx(-2.0)  # -sqrt(4) from the successes only
+    assert row["success_rate"] == 0.5 and row["mean_runtime_s"] == pytest.approx((4 + 100) / 2)
+    trainer.update(evaluate)
+    assert trainer.baseline == pytest.approx(-2.0)
+    assert trainer.best_runtime_s == 4.0 and trainer.evaluations == 8
+
+
+def test_group_features_shape():
+    from placement_env.env.core import DevicePlacementEnv
+
+    env = DevicePlacementEnv("rnnlm-tiny", "paper-2gpu", pad_to=120)
+    x = group_features(env.task.features.fields, env.n_groups, env.task.allowed)
+    assert x.shape[0] == env.n_groups and np.isfinite(x).all()
+    env.close()
+
+
+@pytest.mark.slow
+def test_training_improves_over_random(tmp_path):
+    """A short run on rnnlm-tiny ends well below the mean random placement."""
+    from placement_env.benchmarks import load_benchmark
+    from placement_env.evaluation import Evaluator
+    from placement_env.placements import allowed_devices
+
+    graph = load_benchmark("rnnlm-tiny")
+    evaluator = Evaluator(graph, "paper-2gpu")
+    allowed = allowed_devices(graph, evaluator.cluster)
+    rng = np.random.default_rng(0)
+    random = np.array([[rng.choice(np.flatnonzero(row)) for row in allowed] for _ in range(64)])
+    random_mean = np.mean([m.runtime_s if m.ok else 100.0 for m in evaluator.batch(random)])
+    result = train("rnnlm-tiny", budget=16 * 30, samples=16, out_dir=tmp_path, progress=False,
+                   config=Config(hidden=64, lr=3e-3))
+    assert result.evaluations == 480 and result.updates == 30
+    last = np.mean([row["mean_runtime_s"] for row in result.history[-5:]])
+    assert result.best_runtime_s < 0.8 * random_mean
+    assert last < random_mean
+    for name in ("checkpoint.pt", "log.csv", "best_placement.json", "learning_curve.png"):
+        assert (tmp_path / name).exists()
+
+
+def test_checkpoint_resume_continues(tmp_path):
+    first = train("rnnlm-tiny", budget=24, samples=8, out_dir=tmp_path, progress=False, checkpoint_every=2)
+    assert first.updates == 3
+    state = load_checkpoint(tmp_path / CHECKPOINT)
+    assert state["updates"] == 3 and state["meta"]["benchmark"] == "rnnlm-tiny"
+    second = train("rnnlm-tiny", budget=40, out_dir=tmp_path, progress=False, resume=True)
+    assert second.updates == 5 and second.evaluations == 40
+    assert [row["update"] for row in second.history] == [1, 2, 3, 4, 5]
+    assert second.history[:3] == first.history
+    assert second.best_runtime_s <= first.best_runtime_s
+    with open(tmp_path / LOG) as handle:
+        assert [int(row["update"]) for row in csv.DictReader(handle)] == [1, 2, 3, 4, 5]
+
+
+def test_resume_with_other_benchmark_is_refused(tmp_path):
+    train("rnnlm-tiny", budget=8, samples=8, out_dir=tmp_path, progress=False)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(CheckpointMismatchError, match="rnnlm-tiny.*nmt-tiny"):
+        train("nmt-tiny", budget=16, out_dir=tmp_path, progress=False, resume=True)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    with pytest.raises(FileNotFoundError):
+        train("rnnlm-tiny", budget=8, out_dir=tmp_path / "empty", progress=False, resume=True)
+
+
+def test_place_respects_budget():
+    from baselines.base import Problem, solve
+    from placement_env.benchmarks import load_benchmark
+    from placement_env.cluster import load_cluster
+
+    problem = Problem.make(load_benchmark("rnnlm-tiny"), load_cluster("paper-2gpu"), budget=37)
+    solution = solve(place, problem)
+    assert problem.evaluations == 37 and solution.evaluations == 37
+    assert solution.placement.shape == (problem.graph.n_groups,)
+    assert problem.allowed[np.arange(problem.graph.n_groups), solution.placement].all()
+    m = problem.evaluator(solution.placement)
+    assert m.ok and m.runtime_s == pytest.approx(problem.best.runtime_s)
+
+
+def test_place_through_resolve_method():
+    from baselines.base import resolve_method
+
+    assert resolve_method("agents.reinforce_seq2seq:place") is place
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--budget", "0"], "--budget"),
+    (["--budget", "x"], "--budget"),
+    (["--minutes", "-1"], "--minutes"),
+    (["--samples", "0"], "--samples"),
+    (["--runtime", "nope"], "--runtime"),
+    (["--benchmark", "no-such-model"], "--benchmark"),
+    (["--cluster", "no-such-cluster"], "--cluster"),
+    (["--entropy", "-1"], "--entropy"),
+    (["--seed", "-1"], "--seed"),
+    (["--hidden", "7"], "--hidden"),
+    (["--backend", "threads"], "--backend"),
+    (["--workers", "0"], "--workers"),
+    (["--backend", "process", "--ray-address", "127.0.0.1:1"], "--ray-address"),
+])
+def test_cli_bad_values(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_cli_runs_and_refuses_mismatched_resume(tmp_path, capsys):
+    assert main(["--benchmark", "rnnlm-tiny", "--budget", "16", "--samples", "8", "--out-dir", str(tmp_path),
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "| expert" in out and "lower bound" in out and "reinforce_seq2seq" in out
+    assert (tmp_path / "best_placement.pb").exists()
+    before = (tmp_path / CHECKPOINT).read_bytes()
+    assert main(["--benchmark", "nmt-tiny", "--budget", "16", "--out-dir", str(tmp_path), "--resume",
+                 "--no-progress", "--no-baselines"]) == 2
+    err = capsys.readouterr().err
+    assert "rnnlm-tiny" in err and "nmt-tiny" in err
+    assert (tmp_path / CHECKPOINT).read_bytes() == before
+
+
+def test_keyboard_interrupt_writes_checkpoint(tmp_path):
+    calls = {"n": 0}
+
+    def evaluator(placements):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return [Measurement(runtime_s=1.0 + float(p.sum()) * 1e-3, ok=True) for p in placements]
+
+    with pytest.raises(KeyboardInterrupt):
+        train("rnnlm-tiny", budget=100, samples=4, out_dir=tmp_path, progress=False, evaluator=evaluator)
+    state = load_checkpoint(tmp_path / CHECKPOINT)
+    assert state["updates"] == 2 and len(state["history"]) == 2
+    assert math.isfinite(state["best_runtime_s"])
+
+
+def test_evaluator_object_with_batch(tmp_path):
+    from placement_env.benchmarks import load_benchmark
+    from placement_env.evaluation import Evaluator
+
+    class Counting:
+        def __init__(self):
+            self.inner, self.calls = Evaluator(load_benchmark("rnnlm-tiny"), "paper-2gpu"), 0
+
+        def batch(self, placements):
+            self.calls += 1
+            return self.inner.batch(placements)
+
+    counting = Counting()
+    result = train("rnnlm-tiny", budget=12, samples=4, out_dir=tmp_path, progress=False, evaluator=counting)
+    assert counting.calls == 3 and result.evaluations == 12
+
+
+def test_cli_process_backend(tmp_path, capsys):
+    assert main(["--benchmark", "rnnlm-tiny", "--budget", "8", "--samples", "4", "--backend", "process",
+                 "--workers", "2", "--out-dir", str(tmp_path), "--no-progress", "--no-baselines"]) == 0
+    assert "8 evaluations" in capsys.readouterr().out
+    assert load_checkpoint(tmp_path / CHECKPOINT)["evaluations"] == 8
+
+
+def test_cli_unreachable_ray_address_is_a_clear_error(tmp_path, capsys):
+    with socket.socket() as probe:  # a free port that nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    assert main(["--benchmark", "rnnlm-tiny", "--budget", "8", "--ray-address", f"127.0.0.1:{port}",
+                 "--out-dir", str(tmp_path / "run"), "--no-progress", "--no-baselines"]) == 2
+    assert f"127.0.0.1:{port}" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
