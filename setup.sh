@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Set up placement_env in ./.venv on a fresh Debian machine with Python 3.11.
-#   bash setup.sh          the package with TensorFlow (CPU build)
-#   bash setup.sh --dev    the same plus the test tools
+#   bash setup.sh          the package with TensorFlow (CPU build) and the agents' torch (CPU build) and SB3
+#   bash setup.sh --dev    the same plus the test tools and Ray
 set -euo pipefail
 cd "$(dirname "$0")"
-extras="tf-cpu"
+extras="tf-cpu,agents"
 for arg in "$@"; do
     case "$arg" in
         --dev) extras="$extras,dev" ;;

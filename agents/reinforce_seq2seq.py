@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
-import io
 import json
 import math
 import os
@@ -42,6 +41,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from agents.outputs import (atomic_write, baseline_table, curve_references, export_best, plot_curve, positive_float,
+                            positive_int, write_log)
 from agents.policy import Seq2SeqPolicy, group_features
 from placement_env.errors import PlacementEnvError
 
@@ -52,8 +53,8 @@ BEST_PB = "best_placement.pb"
 CURVE = "learning_curve.png"
 LOG_COLUMNS = ("update", "evaluations", "wall_s", "mean_reward", "mean_runtime_s", "mean_ok_runtime_s", "success_rate",
                "best_runtime_s", "entropy", "baseline")
-BASELINE_METHODS = ("single_cpu", "single_gpu", "expert", "scotch", "mincut", "metis", "heft", "m_topo", "m_etf")
 DEFAULT_MINUTES = 10.0
+WARM_START_LR = 1e-4  # fine-tuning a warm-started policy: 3e-3 wrecked the imitation in one update on nmt
 CHECKPOINT_EVERY = 25  # updates
 
 EvaluateBatch = Callable[[np.ndarray], list]
@@ -75,6 +76,8 @@ class Config:
     normalize_advantages: bool = True
     advantage_clip: float = 5.0
     failing_signal: float = 100.0
+    warm_start: str | None = None  # a baseline method (or "best") whose placement the policy imitates first
+    warm_start_prob: float = 0.99  # ... until it gives that placement this probability per group
 
 
 @dataclass
@@ -174,6 +177,24 @@ class Trainer:
             "entropy": float(entropy.mean().item() / n), "baseline": baseline,
         }
 
+    def imitate(self, placement: np.ndarray, *, target_prob: float = 0.99, max_steps: int = 300, lr: float = 3e-3) -> int:
+        """Warm start: fit the policy to ``placement`` (teacher forcing, its own Adam) until the geometric mean
+        of the per-group probabilities of that placement reaches ``target_prob``; the number of steps taken."""
+        actions = torch.as_tensor(np.asarray(placement, np.int64))[None]
+        optimizer = torch.optim.Adam(self.policy.parameters(), lr=lr)
+        n = self.features.shape[0]
+        self.policy.train()
+        for step in range(1, max_steps + 1):
+            _, log_prob, _ = self.policy(self.features, self.allowed, actions=actions)
+            per_group = log_prob[0] / n
+            if float(per_group.detach().exp()) >= target_prob:
+                return step - 1
+            optimizer.zero_grad()
+            (-per_group).backward()
+            torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.grad_clip)
+            optimizer.step()
+        return max_steps
+
     @torch.no_grad()
     def greedy(self) -> np.ndarray:
         self.policy.eval()
@@ -206,63 +227,12 @@ class Trainer:
 
 
 # ---- files ----
-def _atomic_write(path: Path, write: Callable[[Any], None], binary: bool = False) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb" if binary else "w", **({} if binary else {"newline": ""})) as handle:
-        write(handle)
-    os.replace(tmp, path)
-
-
 def save_checkpoint(path: Path, state: dict[str, Any]) -> None:
-    _atomic_write(path, lambda handle: torch.save(state, handle), binary=True)
+    atomic_write(path, lambda handle: torch.save(state, handle), binary=True)
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
     return torch.load(path, map_location="cpu", weights_only=False)
-
-
-def write_log(path: Path, history: Sequence[dict[str, float]]) -> None:
-    def write(handle: Any) -> None:
-        writer = csv.DictWriter(handle, fieldnames=LOG_COLUMNS, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(history)
-
-    _atomic_write(path, write)
-
-
-def plot_curve(path: Path, history: Sequence[dict[str, float]], *, title: str = "",
-               references: dict[str, float] | None = None) -> None:
-    """Learning curve PNG: mean and best runtime of the samples over evaluations (Agg, no pyplot)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(7, 4.2), dpi=100)
-    FigureCanvasAgg(figure)
-    ax = figure.add_subplot(1, 1, 1)
-    if history:
-        x = [row["evaluations"] for row in history]
-        ax.plot(x, [row.get("mean_ok_runtime_s", row["mean_runtime_s"]) for row in history], lw=0.8, alpha=0.7,
-                label="mean of the successful samples")
-        ax.plot(x, [row["best_runtime_s"] for row in history], lw=1.6, label="best so far")
-        ax2 = ax.twinx()
-        ax2.plot(x, [row["success_rate"] for row in history], lw=0.6, color="0.6", alpha=0.6)
-        ax2.set_ylim(0, 1.05)
-        ax2.set_ylabel("fraction of samples that ran", color="0.5", fontsize=8)
-    for k, (name, value) in enumerate((references or {}).items()):
-        if value is not None and math.isfinite(value):
-            ax.axhline(value, ls="--", lw=0.9, color=f"C{k + 2}", label=f"{name} {value:.4g} s")
-    finite = [row["best_runtime_s"] for row in history if math.isfinite(row["best_runtime_s"])]
-    if finite:
-        refs = [v for v in (references or {}).values() if v is not None and math.isfinite(v)]
-        ax.set_ylim(0, max([3.0 * min(finite), *refs]) * 1.1)
-    ax.set_xlabel("runtime evaluations")
-    ax.set_ylabel("step time (s)")
-    ax.set_title(title or "REINFORCE seq2seq")
-    ax.legend(fontsize=7, loc="upper right")
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    _atomic_write(path, lambda handle: handle.write(buffer.getvalue()), binary=True)
 
 
 def default_out_dir(benchmark: str, cluster: str, runtime: str) -> Path:
@@ -271,6 +241,39 @@ def default_out_dir(benchmark: str, cluster: str, runtime: str) -> Path:
 
 
 # ---- the training loop ----
+WARM_START_CANDIDATES = ("expert", "mincut", "metis", "scotch", "heft", "m_topo", "m_etf")
+
+
+def warm_start(trainer: Trainer, problem: Any, evaluate_batch: EvaluateBatch) -> dict[str, Any]:
+    """Imitate the placement of the baseline ``trainer.config.warm_start`` on ``problem`` ("best": the fastest of
+    ``WARM_START_CANDIDATES`` that runs). Each candidate is evaluated once (one evaluation each) and counts
+    as a sample of this run. A deviation from the paper, which started from scratch."""
+    from baselines.base import solve
+
+    method = trainer.config.warm_start
+    candidates = WARM_START_CANDIDATES if method == "best" else (method,)
+    found: dict[str, tuple[float, np.ndarray]] = {}
+    for name in candidates:
+        try:
+            solution = solve(name, problem)
+        except Exception:  # noqa: BLE001 - "best": a baseline that cannot run here (e.g. no Scotch) is skipped
+            if method != "best":
+                raise
+            continue
+        placement = np.asarray(solution.placement, np.int64)
+        (m,) = evaluate_batch(placement[None])
+        trainer.evaluations += 1 + solution.evaluations
+        if m.ok:
+            found[name] = (float(m.runtime_s), placement)
+            if m.runtime_s < trainer.best_runtime_s:
+                trainer.best_runtime_s, trainer.best_placement = float(m.runtime_s), placement.copy()
+    if not found:
+        raise RuntimeError(f"warm start {method!r}: no placement of {', '.join(candidates)} runs on this cluster")
+    teacher = min(found, key=lambda name: found[name][0])
+    steps = trainer.imitate(found[teacher][1], target_prob=trainer.config.warm_start_prob)
+    return {"method": teacher, "runtime_s": found[teacher][0], "imitation_steps": steps}
+
+
 def _loop(trainer: Trainer, evaluate_batch: EvaluateBatch, *, budget: int | None, seconds: float | None,
           progress: bool, on_update: Callable[[dict[str, float]], None] | None = None, desc: str = "") -> None:
     """Update until the evaluation budget (total, over resumed sessions) or the session's seconds run out."""
@@ -369,20 +372,27 @@ def train(benchmark: str = "nmt", cluster: str = "paper-2gpu", runtime: str = "s
                 raise CheckpointMismatchError(f"resume: {checkpoint_path} was made for another graph or cluster shape")
             trainer.load(state)
         evaluate_batch = _batch_function(evaluator) if evaluator is not None else task.evaluator.batch
+        if state is None and cfg.warm_start:
+            from baselines.base import Problem
+
+            start = warm_start(trainer, Problem.from_env(env, seed=seed), evaluate_batch)
+            if progress:
+                print(f"warm start: {start['method']} ({start['runtime_s']:.4g} s), imitated in "
+                      f"{start['imitation_steps']} steps", file=sys.stderr)
         out.mkdir(parents=True, exist_ok=True)
         lower = float(task.lower_bound)
 
         def checkpoint(final: bool = False) -> None:
             save_checkpoint(checkpoint_path, trainer.state(meta))
             if final:  # while training, rows are appended to the open log instead
-                write_log(out / LOG, trainer.history)
+                write_log(out / LOG, trainer.history, LOG_COLUMNS)
             if trainer.best_placement is not None:
                 record = {**meta, "placement": trainer.best_placement.tolist(), "runtime_s": trainer.best_runtime_s,
                           "lower_bound_s": lower, "evaluations": trainer.evaluations, "updates": trainer.updates}
-                _atomic_write(out / BEST_JSON, lambda handle: json.dump(record, handle, indent=1))
+                atomic_write(out / BEST_JSON, lambda handle: json.dump(record, handle, indent=1))
 
         if state is not None:  # the log restarts from the checkpoint's history (drops rows logged past it)
-            write_log(out / LOG, trainer.history)
+            write_log(out / LOG, trainer.history, LOG_COLUMNS)
         log_handle = open(out / LOG, "a" if state is not None else "w", newline="")
         writer = csv.DictWriter(log_handle, fieldnames=LOG_COLUMNS, extrasaction="ignore")
         if state is None:
@@ -429,6 +439,10 @@ def place(problem: Any, *, samples: int = 16, seconds: float | None = None, conf
     def evaluate_batch(placements: np.ndarray) -> list:
         return [problem.evaluate(p) for p in placements]
 
+    if cfg.warm_start:
+        warm_start(trainer, problem, evaluate_batch)
+        trainer.evaluations = problem.evaluations
+
     _loop(trainer, evaluate_batch, budget=budget, seconds=seconds, progress=False)
     if trainer.best_placement is not None:
         return trainer.best_placement
@@ -438,26 +452,6 @@ def place(problem: Any, *, samples: int = 16, seconds: float | None = None, conf
 
 
 # ---- CLI ----
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid positive integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
-    return value
-
-
 def _parser() -> argparse.ArgumentParser:
     from agents.parallel import BACKENDS
     from placement_env.evaluation import RUNTIMES
@@ -468,70 +462,32 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--benchmark", default="nmt", help="benchmark name (default: nmt)")
     parser.add_argument("--cluster", default="paper-2gpu", help="cluster name or spec (default: paper-2gpu)")
     parser.add_argument("--runtime", default="sim", choices=RUNTIMES, help="runtime (default: sim)")
-    parser.add_argument("--budget", type=_positive_int, default=None,
+    parser.add_argument("--budget", type=positive_int, default=None,
                         help="stop after this many runtime evaluations in total (default: none)")
-    parser.add_argument("--minutes", type=_positive_float, default=None,
+    parser.add_argument("--minutes", type=positive_float, default=None,
                         help=f"wall budget of this session in minutes (default: {DEFAULT_MINUTES:g} if no --budget)")
-    parser.add_argument("--samples", type=_positive_int, default=16, help="placements per update, K (default: 16)")
+    parser.add_argument("--samples", type=positive_int, default=16, help="placements per update, K (default: 16)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--out-dir", default=None,
                         help="output folder (default: runs/reinforce_seq2seq/<benchmark>-<cluster>-<runtime>)")
     parser.add_argument("--resume", action="store_true", help="continue from OUT_DIR/checkpoint.pt")
-    parser.add_argument("--lr", type=_positive_float, default=Config.lr, help=f"Adam learning rate ({Config.lr:g})")
+    parser.add_argument("--lr", type=positive_float, default=None,
+                        help=f"Adam learning rate (default: {Config.lr:g}, or {WARM_START_LR:g} with --warm-start)")
+    parser.add_argument("--warm-start", default=None, metavar="METHOD",
+                        help="first imitate this baseline's placement ('best': the fastest of "
+                             f"{', '.join(WARM_START_CANDIDATES)}); default: none, from scratch as in the paper")
     parser.add_argument("--entropy", type=float, default=Config.entropy, help=f"entropy bonus ({Config.entropy:g})")
-    parser.add_argument("--hidden", type=_positive_int, default=Config.hidden, help=f"LSTM size ({Config.hidden})")
+    parser.add_argument("--hidden", type=positive_int, default=Config.hidden, help=f"LSTM size ({Config.hidden})")
     parser.add_argument("--backend", default="local", choices=("local",) + BACKENDS,
                         help="where the K samples of an update are evaluated: in this process (local), on worker "
                              "processes (process) or on Ray actors (ray) (default: local)")
-    parser.add_argument("--workers", type=_positive_int, default=2,
+    parser.add_argument("--workers", type=positive_int, default=2,
                         help="worker processes or Ray actors for --backend process|ray (default: 2)")
     parser.add_argument("--ray-address", default=None,
                         help="Ray cluster address (host:port, ray://host:port or auto); implies --backend ray")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--no-baselines", action="store_true", help="skip the baseline table")
     return parser
-
-
-def baseline_table(benchmark: str, cluster: str, runtime: str, ours: float, ours_label: str = "reinforce_seq2seq",
-                   methods: Sequence[str] = BASELINE_METHODS) -> tuple[str, dict[str, float | None]]:
-    """Markdown table of ``ours`` against the baselines, the lower bound and the gap to it."""
-    from baselines.base import Problem, solve
-    from placement_env.benchmarks import load_benchmark
-    from placement_env.cluster import load_cluster
-
-    graph, cl = load_benchmark(benchmark), load_cluster(cluster)
-    results: dict[str, float | None] = {}
-    notes: dict[str, str] = {}
-    lower = None
-    for method in methods:
-        problem = Problem.make(graph, cl, runtime=runtime, benchmark=benchmark, budget=100)
-        lower = problem.evaluator.lower_bound() if lower is None else lower
-        try:
-            solution = solve(method, problem)
-            m = problem.evaluator(solution.placement)
-        except Exception as error:  # noqa: BLE001 - a missing baseline is "n/a", never fatal
-            results[method], notes[method] = None, f"n/a ({type(error).__name__})"
-            continue
-        results[method] = float(m.runtime_s) if m.ok else None
-        if not m.ok:
-            notes[method] = f"fails ({m.failure})"
-    ok = {k: v for k, v in results.items() if v is not None}
-    best_name = min(ok, key=ok.get) if ok else None
-    lines = ["| method | step time (s) | vs ours | gap to lower bound |", "|---|---|---|---|"]
-
-    def line(name: str, value: float | None, note: str = "") -> str:
-        if value is None:
-            return f"| {name} | {note or 'n/a'} | | |"
-        versus = f"{(value / ours - 1) * 100:+.1f}%" if math.isfinite(ours) and ours_label not in name else ""
-        return f"| {name} | {value:.4f} | {versus} | {(value / lower - 1) * 100:+.1f}% |"
-
-    lines.append(line(f"**{ours_label}**", ours if math.isfinite(ours) else None, "no successful placement"))
-    for method in methods:
-        lines.append(line(method + (" (best baseline)" if method == best_name else ""), results[method],
-                          notes.get(method, "")))
-    lines.append(f"| lower bound | {lower:.4f} | | 0% |")
-    results["lower bound"] = lower
-    return "\n".join(lines), results
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -554,7 +510,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:  # noqa: BLE001
         parser.error(f"argument --cluster: {error}")
     seconds = args.minutes * 60 if args.minutes is not None else (None if args.budget else DEFAULT_MINUTES * 60)
-    config = Config(lr=args.lr, entropy=args.entropy, hidden=args.hidden)
+    if args.warm_start is not None and args.warm_start != "best":
+        from baselines import METHODS
+
+        if args.warm_start not in METHODS:
+            parser.error(f"argument --warm-start: unknown method {args.warm_start!r}; choose from best, "
+                         f"{', '.join(METHODS)}")
+    lr = args.lr if args.lr is not None else (WARM_START_LR if args.warm_start else Config.lr)
+    config = Config(lr=lr, entropy=args.entropy, hidden=args.hidden, warm_start=args.warm_start)
 
     def interrupted(signum: int, frame: Any) -> None:  # SIGTERM (e.g. timeout) ends like Ctrl-C: checkpoint kept
         raise KeyboardInterrupt
@@ -591,23 +554,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         table, values = baseline_table(args.benchmark, args.cluster, args.runtime, result.best_runtime_s)
         print()
         print(table)
-        refs = {k: v for k, v in values.items() if k in ("expert", "lower bound") and v is not None}
-        ok = {k: v for k, v in values.items() if k in BASELINE_METHODS and v is not None}
-        if ok:
-            best = min(ok, key=ok.get)
-            refs[f"best baseline ({best})"] = ok[best]
         plot_curve(out / CURVE, result.history, title=f"{args.benchmark} on {args.cluster} ({args.runtime})",
-                   references=refs)
+                   references=curve_references(values))
     if result.best_placement is not None:
-        try:
-            from placement_env.benchmarks import load_benchmark
-            from placement_env.tf_import.export import export_placed_graph
-
-            export_placed_graph(load_benchmark(args.benchmark), load_cluster(args.cluster), result.best_placement,
-                                str(out / BEST_PB))
-            print(f"placed TF graph: {out / BEST_PB}")
-        except Exception as error:  # noqa: BLE001 - e.g. a synthetic graph without a GraphDef
-            print(f"note: no placed TF graph written ({type(error).__name__}: {error})", file=sys.stderr)
+        print(export_best(args.benchmark, args.cluster, result.best_placement, out / BEST_PB))
     return 0
 
 

@@ -1,14 +1,24 @@
 """Stable-Baselines3 agents on DevicePlacement-v0: PPO or A2C (oneshot) and MaskablePPO (any mode).
 
-``train(...)`` trains for a wall-clock budget or a number of env steps and returns the model,
-the learning curve (episode rewards and runtimes in order) and the best placement it saw.
-``evaluate_policy_placement`` reads the trained policy's deterministic placement.
+``train(...)`` trains for a wall-clock budget or a number of env steps (optionally continuing a saved
+model) and returns the model, the learning curve (episode rewards, runtimes and success in order) and
+the best placement it saw. ``policy_placement`` reads the trained policy's deterministic placement.
+
+``python -m agents.sb3`` is the command line, with the conventions and outputs of
+``python -m agents.reinforce_seq2seq``: ``log.csv``, ``model.zip`` (also on Ctrl-C), ``--resume``,
+``best_placement.json`` / ``.pb``, ``learning_curve.png`` and the table against the baselines.
 """
 from __future__ import annotations
 
+import argparse
+import json
+import math
+import re
+import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -23,6 +33,7 @@ class TrainingResult:
     model: Any
     episode_rewards: list[float] = field(default_factory=list)
     episode_runtimes: list[float] = field(default_factory=list)  # charged runtime (failing signal on failure)
+    episode_ok: list[bool] = field(default_factory=list)
     best_runtime_s: float = float("inf")
     best_placement: np.ndarray | None = None
     env_steps: int = 0
@@ -66,7 +77,7 @@ def group_features_extractor():
     return GroupFeatures
 
 
-def _callback(result: TrainingResult, deadline: float | None):
+def _callback(result: TrainingResult, deadline: float | None, progress: Any = None):
     from stable_baselines3.common.callbacks import BaseCallback
 
     class Record(BaseCallback):
@@ -77,9 +88,13 @@ def _callback(result: TrainingResult, deadline: float | None):
                 if done and "charged_runtime_s" in info:
                     result.episode_runtimes.append(float(info["charged_runtime_s"]))
                     result.episode_rewards.append(float(info.get("episode", {}).get("r", np.nan)))
-                    if info["charged_runtime_s"] < result.best_runtime_s:
-                        result.best_runtime_s = float(info["charged_runtime_s"])
+                    result.episode_ok.append(bool(info["ok"]))
+                    if info["ok"] and info["runtime_s"] < result.best_runtime_s:
+                        result.best_runtime_s = float(info["runtime_s"])
                         result.best_placement = np.array(info["placement"])
+                    if progress is not None:
+                        progress.update(1)
+                        progress.set_postfix_str(f"best {result.best_runtime_s:.4g}s")
             return deadline is None or time.monotonic() < deadline
 
     return Record()
@@ -92,10 +107,7 @@ def make_env(env_id: str = "DevicePlacement-v0", **env_kwargs: Any) -> gym.Env:
     return Monitor(gym.make(env_id, **env_kwargs))
 
 
-def train(env_id: str = "DevicePlacement-v0", *, algorithm: str = "PPO", seconds: float | None = 120.0,
-          total_timesteps: int = 10**9, seed: int = 0, policy_kwargs: dict | None = None,
-          algorithm_kwargs: dict | None = None, **env_kwargs: Any) -> TrainingResult:
-    """Train ``algorithm`` on ``gym.make(env_id, **env_kwargs)`` for ``seconds`` (or ``total_timesteps``)."""
+def _algorithm_class(algorithm: str) -> Any:
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm={algorithm!r}; expected one of {', '.join(map(repr, ALGORITHMS))}")
     if algorithm == "PPO":
@@ -104,6 +116,20 @@ def train(env_id: str = "DevicePlacement-v0", *, algorithm: str = "PPO", seconds
         from stable_baselines3 import A2C as Algorithm
     else:
         from sb3_contrib import MaskablePPO as Algorithm
+    return Algorithm
+
+
+def train(env_id: str = "DevicePlacement-v0", *, algorithm: str = "PPO", seconds: float | None = 120.0,
+          total_timesteps: int = 10**9, seed: int = 0, policy_kwargs: dict | None = None,
+          algorithm_kwargs: dict | None = None, resume_from: str | Path | None = None, progress: Any = None,
+          **env_kwargs: Any) -> TrainingResult:
+    """Train ``algorithm`` on ``gym.make(env_id, **env_kwargs)`` for ``seconds`` (or ``total_timesteps``).
+
+    ``resume_from``: a saved ``model.zip`` to continue (its hyper-parameters are kept); ``progress``: a
+    tqdm bar advanced once per finished episode. On KeyboardInterrupt the partly trained model is kept
+    in ``result.model`` when the exception is raised (``exc.result``).
+    """
+    Algorithm = _algorithm_class(algorithm)
     env = make_env(env_id, **env_kwargs)
     oneshot = env.unwrapped.mode == "oneshot"
     defaults = dict(n_steps=64 if oneshot else 512, learning_rate=3e-3 if oneshot else 1e-3,
@@ -115,13 +141,23 @@ def train(env_id: str = "DevicePlacement-v0", *, algorithm: str = "PPO", seconds
         defaults["batch_size"] = 64
     if policy_kwargs is None:
         policy_kwargs = {"features_extractor_class": group_features_extractor()}
-    model = Algorithm("MultiInputPolicy", env, policy_kwargs=policy_kwargs, **{**defaults, **(algorithm_kwargs or {})})
+    if resume_from is not None:
+        model = Algorithm.load(str(resume_from), env=env, device="cpu")
+    else:
+        model = Algorithm("MultiInputPolicy", env, policy_kwargs=policy_kwargs,
+                          **{**defaults, **(algorithm_kwargs or {})})
     result = TrainingResult(model=model)
     start = time.monotonic()
     deadline = None if seconds is None else start + seconds
-    model.learn(total_timesteps=total_timesteps, callback=_callback(result, deadline))
-    result.env_steps, result.wall_s = int(model.num_timesteps), time.monotonic() - start
-    env.close()
+    try:
+        model.learn(total_timesteps=total_timesteps, callback=_callback(result, deadline, progress),
+                    reset_num_timesteps=resume_from is None)
+    except KeyboardInterrupt as interrupt:
+        interrupt.result = result
+        raise
+    finally:
+        result.env_steps, result.wall_s = int(model.num_timesteps), time.monotonic() - start
+        env.close()
     return result
 
 
@@ -135,3 +171,151 @@ def policy_placement(model: Any, env: gym.Env) -> tuple[np.ndarray, dict]:
         obs, _, terminated, truncated, info = env.step(action)
         if terminated or truncated:
             return np.array(info["placement"]), info
+
+
+# ---- command line ----
+MODEL = "model.zip"
+RUN = "run.json"
+LOG = "log.csv"
+BEST_JSON = "best_placement.json"
+BEST_PB = "best_placement.pb"
+CURVE = "learning_curve.png"
+LOG_COLUMNS = ("episodes", "evaluations", "mean_runtime_s", "mean_ok_runtime_s", "success_rate", "best_runtime_s")
+EPISODES_PER_ROW = 16
+DEFAULT_MINUTES = 10.0
+
+
+def log_rows(result: TrainingResult, previous: Sequence[dict[str, float]] = ()) -> list[dict[str, float]]:
+    """The CSV log: one row per ``EPISODES_PER_ROW`` episodes, continuing ``previous`` rows (a resumed run)."""
+    rows = [dict(row) for row in previous]
+    done = int(rows[-1]["episodes"]) if rows else 0
+    best = float(rows[-1]["best_runtime_s"]) if rows else math.inf
+    runtimes, ok = np.asarray(result.episode_runtimes), np.asarray(result.episode_ok, bool)
+    for start in range(0, len(runtimes), EPISODES_PER_ROW):
+        chunk, chunk_ok = runtimes[start:start + EPISODES_PER_ROW], ok[start:start + EPISODES_PER_ROW]
+        if chunk_ok.any():
+            best = min(best, float(chunk[chunk_ok].min()))
+        rows.append({"episodes": done + start + len(chunk), "evaluations": done + start + len(chunk),
+                     "mean_runtime_s": float(chunk.mean()),
+                     "mean_ok_runtime_s": float(chunk[chunk_ok].mean()) if chunk_ok.any() else math.nan,
+                     "success_rate": float(chunk_ok.mean()), "best_runtime_s": best})
+    return rows
+
+
+def _read_log(path: Path) -> list[dict[str, float]]:
+    import csv
+
+    if not path.exists():
+        return []
+    with open(path, newline="") as handle:
+        counts = ("episodes", "evaluations")
+        return [{k: int(v) if k in counts else float(v) for k, v in row.items()} for row in csv.DictReader(handle)]
+
+
+def _parser() -> argparse.ArgumentParser:
+    from agents.outputs import positive_float, positive_int
+    from placement_env.env.core import MODES
+    from placement_env.evaluation import RUNTIMES
+
+    parser = argparse.ArgumentParser(prog="python -m agents.sb3",
+                                     description="Train a Stable-Baselines3 agent on DevicePlacement-v0 and compare "
+                                                 "its best placement with the baselines.")
+    parser.add_argument("--algorithm", default="PPO", choices=ALGORITHMS, help="(default: PPO)")
+    parser.add_argument("--mode", default=None, choices=MODES,
+                        help="env mode (default: oneshot for PPO/A2C, sequential for MaskablePPO)")
+    parser.add_argument("--benchmark", default="nmt", help="benchmark name (default: nmt)")
+    parser.add_argument("--cluster", default="paper-2gpu", help="cluster name or spec (default: paper-2gpu)")
+    parser.add_argument("--runtime", default="sim", choices=RUNTIMES, help="runtime (default: sim)")
+    parser.add_argument("--steps", type=positive_int, default=None, help="stop after this many env steps")
+    parser.add_argument("--minutes", type=positive_float, default=None,
+                        help=f"wall budget of this session in minutes (default: {DEFAULT_MINUTES:g} if no --steps)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument("--out-dir", default=None,
+                        help="output folder (default: runs/sb3/<algorithm>-<benchmark>-<cluster>-<runtime>)")
+    parser.add_argument("--resume", action="store_true", help="continue OUT_DIR/model.zip")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-baselines", action="store_true", help="skip the baseline table")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from tqdm import tqdm
+
+    from agents.outputs import atomic_write, baseline_table, curve_references, export_best, plot_curve, write_log
+    from placement_env.benchmarks import benchmark_names
+    from placement_env.cluster import load_cluster
+
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.seed < 0:
+        parser.error(f"argument --seed: expected an integer >= 0, got {args.seed}")
+    if args.benchmark not in benchmark_names() and not args.benchmark.startswith("synthetic:"):
+        parser.error(f"argument --benchmark: unknown benchmark {args.benchmark!r}; "
+                     f"choose from {', '.join(benchmark_names())} or synthetic:N")
+    try:
+        load_cluster(args.cluster)
+    except Exception as error:  # noqa: BLE001
+        parser.error(f"argument --cluster: {error}")
+    mode = args.mode or ("sequential" if args.algorithm == "MaskablePPO" else "oneshot")
+    if mode != "oneshot" and args.algorithm != "MaskablePPO":
+        parser.error(f"argument --mode: {args.algorithm} trains on mode 'oneshot' only; use --algorithm MaskablePPO "
+                     f"for {mode!r}")
+    meta = {"algorithm": args.algorithm, "mode": mode, "benchmark": args.benchmark, "cluster": args.cluster,
+            "runtime": args.runtime}
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join([args.algorithm, args.benchmark, args.cluster, args.runtime]))
+    out = Path(args.out_dir) if args.out_dir else Path("runs") / "sb3" / safe
+    previous: list[dict[str, float]] = []
+    if args.resume:
+        if not (out / MODEL).exists():
+            print(f"error: resume: no model at {out / MODEL}", file=sys.stderr)
+            return 2
+        theirs = json.loads((out / RUN).read_text()) if (out / RUN).exists() else {}
+        if theirs != meta:
+            print(f"error: resume: {out / MODEL} belongs to {theirs}, not {meta}; use another --out-dir or the "
+                  f"matching flags (nothing was changed)", file=sys.stderr)
+            return 2
+        previous = _read_log(out / LOG)
+    seconds = args.minutes * 60 if args.minutes is not None else (None if args.steps else DEFAULT_MINUTES * 60)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write(out / RUN, lambda handle: json.dump(meta, handle, indent=1))
+    bar = tqdm(desc=f"{args.algorithm} {args.benchmark}", unit="episode", disable=args.no_progress)
+    interrupted = False
+    try:
+        result = train("placement_env:DevicePlacement-v0", algorithm=args.algorithm, seconds=seconds,
+                       total_timesteps=args.steps or 10**9, seed=args.seed, progress=bar,
+                       resume_from=out / MODEL if args.resume else None, benchmark=args.benchmark,
+                       cluster=args.cluster, runtime=args.runtime, mode=mode)
+    except KeyboardInterrupt as interrupt:
+        result, interrupted = interrupt.result, True
+    finally:
+        bar.close()
+    result.model.save(str(out / MODEL.removesuffix(".zip")))  # SB3 appends .zip
+    rows = log_rows(result, previous)
+    write_log(out / LOG, rows, LOG_COLUMNS)
+    best = rows[-1]["best_runtime_s"] if rows else math.inf
+    if result.best_placement is not None and result.best_runtime_s <= best:
+        record = {**meta, "placement": result.best_placement.tolist(), "runtime_s": result.best_runtime_s,
+                  "episodes": int(rows[-1]["episodes"])}
+        atomic_write(out / BEST_JSON, lambda handle: json.dump(record, handle, indent=1))
+    title = f"{args.algorithm} on {args.benchmark} / {args.cluster} ({args.runtime})"
+    references: dict[str, float] = {}
+    if interrupted:
+        print(f"\ninterrupted; model and log written to {out}", file=sys.stderr)
+        plot_curve(out / CURVE, rows, title=title)
+        return 130
+    print(f"\n{result.env_steps} env steps, {len(result.episode_runtimes)} episodes, "
+          f"{result.wall_s:.0f} s; best {best:.4f} s; outputs in {out}")
+    if not args.no_baselines:
+        table, values = baseline_table(args.benchmark, args.cluster, args.runtime, best, ours_label=args.algorithm)
+        print()
+        print(table)
+        references = curve_references(values)
+    plot_curve(out / CURVE, rows, title=title, references=references)
+    if (out / BEST_JSON).exists():
+        placement = json.loads((out / BEST_JSON).read_text())["placement"]
+        print(export_best(args.benchmark, args.cluster, placement, out / BEST_PB))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

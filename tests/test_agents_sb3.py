@@ -36,3 +36,39 @@ def test_agent_beats_random_placements(algorithm, mode, steps, kwargs):
 def test_unknown_algorithm():
     with pytest.raises(ValueError, match="algorithm='DQN'; expected one of 'PPO', 'A2C', 'MaskablePPO'"):
         train(TINY, algorithm="DQN")
+
+
+def test_cli_writes_outputs_resumes_and_refuses_other_runs(tmp_path, capsys):
+    from agents.sb3 import main
+
+    args = ["--benchmark", "rnnlm-tiny", "--steps", "128", "--out-dir", str(tmp_path), "--no-progress"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "| **PPO**" in out and "| expert" in out and "lower bound" in out
+    for name in ("model.zip", "log.csv", "best_placement.json", "best_placement.pb", "learning_curve.png"):
+        assert (tmp_path / name).exists(), name
+    first = (tmp_path / "log.csv").read_text().splitlines()
+    assert main(args + ["--resume", "--no-baselines"]) == 0
+    resumed = (tmp_path / "log.csv").read_text().splitlines()
+    assert resumed[: len(first)] == first and len(resumed) > len(first)
+    assert int(float(resumed[-1].split(",")[0])) == 256  # episodes count on across the resume
+    model = (tmp_path / "model.zip").read_bytes()
+    assert main(["--benchmark", "nmt-tiny", "--steps", "64", "--out-dir", str(tmp_path), "--resume",
+                 "--no-progress"]) == 2
+    assert "rnnlm-tiny" in capsys.readouterr().err
+    assert (tmp_path / "model.zip").read_bytes() == model
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--algorithm", "DQN"], "--algorithm"),
+    (["--algorithm", "PPO", "--mode", "sequential"], "--mode"),
+    (["--steps", "0"], "--steps"),
+    (["--benchmark", "no-such-model"], "--benchmark"),
+    (["--cluster", "no-such-cluster"], "--cluster"),
+])
+def test_cli_bad_values(argv, message, capsys):
+    from agents.sb3 import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from agents.policy import Seq2SeqPolicy, group_features
-from agents.reinforce_seq2seq import (CHECKPOINT, LOG, CheckpointMismatchError, Config, Trainer, load_checkpoint,
-                                      main, place, train)
+from agents.reinforce_seq2seq import (CHECKPOINT, LOG, WARM_START_CANDIDATES, CheckpointMismatchError, Config, Trainer,
+                                      load_checkpoint, main, place, train)
 from placement_env.runtime.measurement import Measurement
 
 
@@ -187,6 +187,7 @@ def test_place_through_resolve_method():
     (["--seed", "-1"], "--seed"),
     (["--hidden", "7"], "--hidden"),
     (["--backend", "threads"], "--backend"),
+    (["--warm-start", "oracle"], "--warm-start"),
     (["--workers", "0"], "--workers"),
     (["--backend", "process", "--ray-address", "127.0.0.1:1"], "--ray-address"),
 ])
@@ -259,3 +260,24 @@ def test_cli_unreachable_ray_address_is_a_clear_error(tmp_path, capsys):
                  "--out-dir", str(tmp_path / "run"), "--no-progress", "--no-baselines"]) == 2
     assert f"127.0.0.1:{port}" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("method", ["expert", "best"])
+def test_warm_start_starts_from_the_baseline(method, tmp_path):
+    from baselines.base import Problem, solve
+    from placement_env.benchmarks import load_benchmark
+    from placement_env.cluster import load_cluster
+
+    graph, cluster = load_benchmark("rnnlm-tiny"), load_cluster("paper-2gpu")
+    runtimes = {}
+    for name in ("expert",) if method == "expert" else WARM_START_CANDIDATES:
+        problem = Problem.make(graph, cluster)
+        m = problem.evaluator(solve(name, problem).placement)
+        if m.ok:
+            runtimes[name] = m.runtime_s
+    config = Config(warm_start=method, lr=1e-4)
+    result = train("rnnlm-tiny", budget=len(runtimes) + 16, samples=8, out_dir=tmp_path, progress=False,
+                   config=config)
+    assert result.best_runtime_s <= min(runtimes.values()) + 1e-12
+    state = load_checkpoint(tmp_path / CHECKPOINT)
+    assert state["config"]["warm_start"] == method and result.evaluations == len(runtimes) + 16
