@@ -148,3 +148,19 @@ def positive_float(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
     return value
+
+
+def check_task_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``parser.error`` (exit 2, naming the flag) for an unknown ``--benchmark``/``--cluster`` or a negative ``--seed``."""
+    from placement_env.benchmarks import benchmark_names
+    from placement_env.cluster import load_cluster
+
+    if args.seed < 0:
+        parser.error(f"argument --seed: expected an integer >= 0, got {args.seed}")
+    if args.benchmark not in benchmark_names() and not args.benchmark.startswith("synthetic:"):
+        parser.error(f"argument --benchmark: unknown benchmark {args.benchmark!r}; "
+                     f"choose from {', '.join(benchmark_names())} or synthetic:N")
+    try:
+        load_cluster(args.cluster)
+    except Exception as error:  # noqa: BLE001
+        parser.error(f"argument --cluster: {error}")

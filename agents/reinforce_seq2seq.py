@@ -16,7 +16,8 @@ swamp), and logits get Gaussian noise for the first ``noise_updates`` updates (T
   (``log.csv``, ``checkpoint.pt``, ``best_placement.json``, ``learning_curve.png``); ``resume=True``
   continues from ``out_dir/checkpoint.pt``.
 * ``place(problem)``: the harness method (``placement-env run --methods agents.reinforce_seq2seq:place``);
-  trains within ``problem.budget`` evaluations through ``problem.evaluate``.
+  trains within ``problem.budget`` evaluations through ``problem.evaluate``. ``place_warm_start``: the
+  same after imitating the best baseline (``--warm-start best``; not in the paper).
 * ``python -m agents.reinforce_seq2seq``: the CLI (``--help``); it ends with a table against the
   baselines and writes ``best_placement.pb`` (the placed TF graph).
 
@@ -41,8 +42,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from agents.outputs import (atomic_write, baseline_table, curve_references, export_best, plot_curve, positive_float,
-                            positive_int, write_log)
+from agents.outputs import (atomic_write, baseline_table, check_task_arguments, curve_references, export_best,
+                            plot_curve, positive_float, positive_int, write_log)
 from agents.policy import Seq2SeqPolicy, group_features
 from placement_env.errors import PlacementEnvError
 
@@ -90,6 +91,7 @@ class TrainResult:
     updates: int = 0
     lower_bound_s: float = float("nan")
     out_dir: Path | None = None
+    trainer: "Trainer | None" = None  # the trained policy, e.g. to sample more placements
 
 
 class CheckpointMismatchError(ValueError):
@@ -414,7 +416,7 @@ def train(benchmark: str = "nmt", cluster: str = "paper-2gpu", runtime: str = "s
                        references={"lower bound": lower})
         return TrainResult(best_placement=trainer.best_placement, best_runtime_s=trainer.best_runtime_s,
                            history=trainer.history, evaluations=trainer.evaluations, wall_s=trainer.wall_s,
-                           updates=trainer.updates, lower_bound_s=lower, out_dir=out)
+                           updates=trainer.updates, lower_bound_s=lower, out_dir=out, trainer=trainer)
     finally:
         env.close()
 
@@ -449,6 +451,12 @@ def place(problem: Any, *, samples: int = 16, seconds: float | None = None, conf
     if problem.best is not None:
         return np.asarray(problem.best.placement)
     return trainer.greedy()
+
+
+def place_warm_start(problem: Any) -> np.ndarray:
+    """Harness method: :func:`place` after imitating the best of ``WARM_START_CANDIDATES`` (their evaluations
+    count against the budget), fine-tuned at ``WARM_START_LR``."""
+    return place(problem, config=Config(warm_start="best", lr=WARM_START_LR))
 
 
 # ---- CLI ----
@@ -495,20 +503,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.entropy < 0 or not math.isfinite(args.entropy):
         parser.error(f"argument --entropy: expected a number >= 0, got {args.entropy}")
-    if args.seed < 0:
-        parser.error(f"argument --seed: expected an integer >= 0, got {args.seed}")
     if args.hidden % 2:
         parser.error(f"argument --hidden: expected an even number, got {args.hidden}")
-    from placement_env.benchmarks import benchmark_names
-    from placement_env.cluster import load_cluster
-
-    if args.benchmark not in benchmark_names() and not args.benchmark.startswith("synthetic:"):
-        parser.error(f"argument --benchmark: unknown benchmark {args.benchmark!r}; "
-                     f"choose from {', '.join(benchmark_names())} or synthetic:N")
-    try:
-        load_cluster(args.cluster)
-    except Exception as error:  # noqa: BLE001
-        parser.error(f"argument --cluster: {error}")
+    check_task_arguments(parser, args)
     seconds = args.minutes * 60 if args.minutes is not None else (None if args.budget else DEFAULT_MINUTES * 60)
     if args.warm_start is not None and args.warm_start != "best":
         from baselines import METHODS

@@ -241,21 +241,12 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     from tqdm import tqdm
 
-    from agents.outputs import atomic_write, baseline_table, curve_references, export_best, plot_curve, write_log
-    from placement_env.benchmarks import benchmark_names
-    from placement_env.cluster import load_cluster
+    from agents.outputs import (atomic_write, baseline_table, check_task_arguments, curve_references, export_best,
+                                plot_curve, write_log)
 
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.seed < 0:
-        parser.error(f"argument --seed: expected an integer >= 0, got {args.seed}")
-    if args.benchmark not in benchmark_names() and not args.benchmark.startswith("synthetic:"):
-        parser.error(f"argument --benchmark: unknown benchmark {args.benchmark!r}; "
-                     f"choose from {', '.join(benchmark_names())} or synthetic:N")
-    try:
-        load_cluster(args.cluster)
-    except Exception as error:  # noqa: BLE001
-        parser.error(f"argument --cluster: {error}")
+    check_task_arguments(parser, args)
     mode = args.mode or ("sequential" if args.algorithm == "MaskablePPO" else "oneshot")
     if mode != "oneshot" and args.algorithm != "MaskablePPO":
         parser.error(f"argument --mode: {args.algorithm} trains on mode 'oneshot' only; use --algorithm MaskablePPO "
