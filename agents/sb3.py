@@ -5,7 +5,8 @@ model) and returns the model, the learning curve (episode rewards, runtimes and 
 the best placement it saw. ``policy_placement`` reads the trained policy's deterministic placement.
 
 ``python -m agents.sb3`` is the command line, with the conventions and outputs of
-``python -m agents.reinforce_seq2seq``: ``log.csv``, ``model.zip`` (also on Ctrl-C), ``--resume``,
+``python -m agents.reinforce_seq2seq``: ``log.csv`` (plus SB3's own ``sb3_log/progress.csv``),
+``model.zip`` (also on Ctrl-C), ``--resume``,
 ``best_placement.json`` / ``.pb``, ``learning_curve.png`` and the table against the baselines.
 """
 from __future__ import annotations
@@ -122,11 +123,12 @@ def _algorithm_class(algorithm: str) -> Any:
 def train(env_id: str = "DevicePlacement-v0", *, algorithm: str = "PPO", seconds: float | None = 120.0,
           total_timesteps: int = 10**9, seed: int = 0, policy_kwargs: dict | None = None,
           algorithm_kwargs: dict | None = None, resume_from: str | Path | None = None, progress: Any = None,
-          **env_kwargs: Any) -> TrainingResult:
+          log_dir: str | Path | None = None, **env_kwargs: Any) -> TrainingResult:
     """Train ``algorithm`` on ``gym.make(env_id, **env_kwargs)`` for ``seconds`` (or ``total_timesteps``).
 
     ``resume_from``: a saved ``model.zip`` to continue (its hyper-parameters are kept); ``progress``: a
-    tqdm bar advanced once per finished episode. On KeyboardInterrupt the partly trained model is kept
+    tqdm bar advanced once per finished episode; ``log_dir``: where SB3 writes its own ``progress.csv``
+    (losses, entropy; default: nowhere). On KeyboardInterrupt the partly trained model is kept
     in ``result.model`` when the exception is raised (``exc.result``).
     """
     Algorithm = _algorithm_class(algorithm)
@@ -146,6 +148,10 @@ def train(env_id: str = "DevicePlacement-v0", *, algorithm: str = "PPO", seconds
     else:
         model = Algorithm("MultiInputPolicy", env, policy_kwargs=policy_kwargs,
                           **{**defaults, **(algorithm_kwargs or {})})
+    from stable_baselines3.common.logger import Logger, configure
+
+    # without a logger SB3 makes a /tmp/SB3-<date> folder per run
+    model.set_logger(configure(str(log_dir), ["csv"]) if log_dir is not None else Logger(None, []))
     result = TrainingResult(model=model)
     start = time.monotonic()
     deadline = None if seconds is None else start + seconds
@@ -274,7 +280,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = train("placement_env:DevicePlacement-v0", algorithm=args.algorithm, seconds=seconds,
                        total_timesteps=args.steps or 10**9, seed=args.seed, progress=bar,
-                       resume_from=out / MODEL if args.resume else None, benchmark=args.benchmark,
+                       resume_from=out / MODEL if args.resume else None, log_dir=out / "sb3_log",
+                       benchmark=args.benchmark,
                        cluster=args.cluster, runtime=args.runtime, mode=mode)
     except KeyboardInterrupt as interrupt:
         result, interrupted = interrupt.result, True

@@ -10,11 +10,11 @@ import placement_env as pe
 from placement_env.calibration import (Calibration, calibrate, calibrated_cluster, fidelity, fit_and_report,
                                        fit_simulator, simulated_runtimes, with_link)
 from placement_env.placements import random_placements
-from placement_env.costs import OpCosts, analytical_costs
+from placement_env.costs import analytical_costs
 from placement_env.runtime import measured
 from placement_env.runtime.measured import MeasuredRuntime
 
-from tf_helpers import needs_netns
+from tf_helpers import child_pids, needs_netns
 
 
 @pytest.fixture(scope="module")
@@ -149,20 +149,6 @@ def test_calibrate_excludes_failed_measurements(synth, local2, synth_costs):
     assert cal.after["mape"] < 0.05
 
 
-def _children(pid):
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as handle:
-                    fields = handle.read().rsplit(b")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid and fields[0] not in (b"Z", b"X"):
-                found.append(int(entry))
-    return found
-
-
 @pytest.mark.slow
 @needs_netns
 def test_measured_costs_profile(synth, local2):
@@ -172,7 +158,7 @@ def test_measured_costs_profile(synth, local2):
         costs = measured_costs(synth, local2, runtime=rt, steps=3)
         pid = rt.workers.pid
         assert pid is not None
-    assert not _children(os.getpid()) or pid not in _children(os.getpid())
+    assert not child_pids(os.getpid()) or pid not in child_pids(os.getpid())
     assert costs.seconds.shape == (synth.n_ops, 2)
     assert np.array_equal(costs.seconds[:, 0], costs.seconds[:, 1])  # identical workers: one profile
     assert costs.source == "measured on local:2"
@@ -186,12 +172,12 @@ def test_measured_costs_profile(synth, local2):
 @needs_netns
 def test_real_calibration_on_local2(synth, local2):
     """A real, small calibration: 16 placements, 5 timed steps each (about a minute on 2 cores)."""
-    before = set(_children(os.getpid()))
+    before = set(child_pids(os.getpid()))
     with MeasuredRuntime(local2, steps=7, warmup=2, timeout_s=120) as rt:
         cal = calibrate(synth, local2, n_placements=16, seed=0, runtime=rt, progress=False, folds=4)
         driver = rt.workers.pid
     assert driver is not None and not measured._alive(driver)
-    assert set(_children(os.getpid())) <= before  # no driver or worker left behind
+    assert set(child_pids(os.getpid())) <= before  # no driver or worker left behind
     assert len(cal.measured_s) >= 14, cal.failures
     assert np.ptp(cal.measured_s) > 2 * np.min(cal.measured_s)  # placements differ in step time
     assert cal.after["spearman"] > 0.5, cal.summary()

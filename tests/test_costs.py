@@ -2,7 +2,6 @@
 import numpy as np
 import pytest
 
-import placement_env as pe
 from placement_env import costs as C
 
 

@@ -1,7 +1,6 @@
 """The benchmark harness: run, resume, validate, report, third-party methods, bad input."""
 import json
 
-import numpy as np
 import pytest
 
 from baselines.base import UnknownMethodError

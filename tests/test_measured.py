@@ -13,7 +13,7 @@ import placement_env as pe
 from placement_env.runtime import measured
 from placement_env.runtime.measured import IsolationError, LocalWorkers, MeasuredRuntime, _alive
 
-from tf_helpers import needs_netns
+from tf_helpers import child_pids, live_processes_where, needs_netns
 
 
 @pytest.fixture(scope="module")
@@ -37,27 +37,8 @@ def _split(graph):
     return np.arange(graph.n_groups) % 2
 
 
-def _live_processes_where(field: int, value: int) -> list[int]:
-    """Pids of live processes whose /proc stat field (1 = parent pid, 2 = process group) is ``value``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as handle:
-                    fields = handle.read().rsplit(b")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[field]) == value and fields[0] not in (b"Z", b"X"):
-                found.append(int(entry))
-    return found
-
-
-def _children(pid):
-    return _live_processes_where(1, pid)
-
-
 def _group_members(pgid):
-    return _live_processes_where(2, pgid)
+    return live_processes_where(2, pgid)
 
 
 def _assert_ok(m, steps=5):
@@ -205,4 +186,4 @@ def test_close_leaves_no_processes(cluster, graph):
     assert not rt.workers.running
     assert not _group_members(driver)
     assert not any(_alive(pid) for pid in [driver, *workers])
-    assert driver not in _children(os.getpid())
+    assert driver not in child_pids(os.getpid())

@@ -1,4 +1,6 @@
 """Helpers for tests that look at the TF side of an imported OpGraph."""
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -53,3 +55,23 @@ def _netns_allowed() -> bool:
 
 
 needs_netns = pytest.mark.skipif(not _netns_allowed(), reason="no private network namespace (unshare) on this machine")
+
+
+def live_processes_where(field: int, value: int) -> list[int]:
+    """Pids of live processes whose /proc stat field (1 = parent pid, 2 = process group) is ``value``."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as handle:
+                    fields = handle.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[field]) == value and fields[0] not in (b"Z", b"X"):
+                found.append(int(entry))
+    return found
+
+
+def child_pids(pid: int) -> list[int]:
+    """Pids of the live children of ``pid``."""
+    return live_processes_where(1, pid)
