@@ -14,6 +14,7 @@ Prints the medians and their ratio; writes ``learned.pb`` and ``check.json`` to 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -56,6 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--candidates", type=positive_int, default=8, help="policy samples measured for real")
     parser.add_argument("--rounds", type=positive_int, default=5, help="alternating real measurements per placement")
     parser.add_argument("--out-dir", default="runs/local_hardware_check")
+    parser.add_argument("--resume", action="store_true", help="continue the training in OUT_DIR/training")
     args = parser.parse_args(argv)
     if not args.cluster.startswith("local:"):
         parser.error(f"argument --cluster: {args.cluster!r}; this check starts its own workers, use local:N")
@@ -65,12 +67,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     calibration = calibrate(graph, cluster, n_placements=args.calibration_placements)
     print(calibration.summary())
-    result = train(args.benchmark, calibration.cluster, "sim", budget=args.budget, out_dir=out / "training")
+    result = train(args.benchmark, calibration.cluster, "sim", budget=args.budget, out_dir=out / "training",
+                   resume=args.resume)
 
     runtime = MeasuredRuntime(cluster, steps=20, warmup=5, timeout_s=120.0)
     try:
-        problem = Problem.make(graph, cluster, benchmark=args.benchmark,
-                               evaluator=Evaluator(graph, calibration.cluster))
+        # local:N workers are CPUs; the expert splits the model over them as it would over N GPUs
+        as_gpus = dataclasses.replace(cluster, devices=tuple(dataclasses.replace(d, kind="GPU")
+                                                             for d in cluster.devices))
+        problem = Problem.make(graph, as_gpus, benchmark=args.benchmark, evaluator=Evaluator(graph, as_gpus))
         expert = np.asarray(solve("expert", problem).placement)
         trainer = result.trainer
         with torch.no_grad():
