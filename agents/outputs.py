@@ -7,6 +7,7 @@ import csv
 import io
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -19,6 +20,11 @@ def atomic_write(path: Path, write: Callable[[Any], None], binary: bool = False)
     with open(tmp, "wb" if binary else "w", **({} if binary else {"newline": ""})) as handle:
         write(handle)
     os.replace(tmp, path)
+
+
+def run_dir(agent: str, *parts: str) -> Path:
+    """Default output folder of an agent's run: ``runs/<agent>/<part>-<part>-...`` with unsafe characters as ``_``."""
+    return Path("runs") / agent / re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(parts))
 
 
 def write_log(path: Path, rows: Sequence[dict[str, float]], columns: Sequence[str]) -> None:

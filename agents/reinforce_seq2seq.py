@@ -32,7 +32,6 @@ import dataclasses
 import json
 import math
 import os
-import re
 import sys
 import time
 from dataclasses import dataclass
@@ -43,7 +42,7 @@ import numpy as np
 import torch
 
 from agents.outputs import (atomic_write, baseline_table, check_task_arguments, curve_references, export_best,
-                            plot_curve, positive_float, positive_int, write_log)
+                            plot_curve, positive_float, positive_int, run_dir, write_log)
 from agents.policy import Seq2SeqPolicy, group_features
 from placement_env.errors import PlacementEnvError
 
@@ -238,8 +237,7 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
 
 
 def default_out_dir(benchmark: str, cluster: str, runtime: str) -> Path:
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{benchmark}-{cluster}-{runtime}")
-    return Path("runs") / "reinforce_seq2seq" / safe
+    return run_dir("reinforce_seq2seq", benchmark, cluster, runtime)
 
 
 # ---- the training loop ----

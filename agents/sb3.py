@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -248,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from tqdm import tqdm
 
     from agents.outputs import (atomic_write, baseline_table, check_task_arguments, curve_references, export_best,
-                                plot_curve, write_log)
+                                plot_curve, run_dir, write_log)
 
     parser = _parser()
     args = parser.parse_args(argv)
@@ -259,8 +258,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                      f"for {mode!r}")
     meta = {"algorithm": args.algorithm, "mode": mode, "benchmark": args.benchmark, "cluster": args.cluster,
             "runtime": args.runtime}
-    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join([args.algorithm, args.benchmark, args.cluster, args.runtime]))
-    out = Path(args.out_dir) if args.out_dir else Path("runs") / "sb3" / safe
+    out = Path(args.out_dir) if args.out_dir else run_dir("sb3", args.algorithm, args.benchmark, args.cluster,
+                                                          args.runtime)
     previous: list[dict[str, float]] = []
     if args.resume:
         if not (out / MODEL).exists():
