@@ -1,5 +1,5 @@
 """What every agent's command line writes and prints: atomic files, the CSV log, the learning curve,
-the table against the baselines, and the placed TF graph of the best placement."""
+the table against the baselines, the placed TF graph of the best placement, and a TensorBoard log."""
 from __future__ import annotations
 
 import argparse
@@ -8,6 +8,7 @@ import io
 import math
 import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -34,6 +35,31 @@ def write_log(path: Path, rows: Sequence[dict[str, float]], columns: Sequence[st
         writer.writerows(rows)
 
     atomic_write(path, write)
+
+
+class TensorBoardLog:
+    """The log rows as TensorBoard scalars in ``directory`` (``tensorboard --logdir <out dir>``), one point per row
+    at step ``row[step]``. Written with ``tf.summary``, so it needs TensorFlow but not the tensorboard package.
+    Opening it replaces the folder's event files by ``rows`` (a resumed run's history), so steps never double."""
+
+    def __init__(self, directory: Path, rows: Sequence[dict[str, float]] = (), step: str = "evaluations") -> None:
+        import tensorflow as tf
+
+        shutil.rmtree(directory, ignore_errors=True)
+        self._tf, self._step = tf, step
+        self._writer = tf.summary.create_file_writer(str(directory))
+        for row in rows:
+            self.write(row)
+
+    def write(self, row: dict[str, float]) -> None:
+        with self._writer.as_default(step=int(row[self._step])):
+            for key, value in row.items():
+                if key != self._step and isinstance(value, (int, float)) and math.isfinite(value):
+                    self._tf.summary.scalar(key, value)
+
+    def close(self) -> None:
+        self._writer.flush()
+        self._writer.close()
 
 
 def plot_curve(path: Path, history: Sequence[dict[str, float]], *, title: str = "",
@@ -146,13 +172,27 @@ def positive_int(text: str) -> int:
     return value
 
 
-def positive_float(text: str) -> float:
+def _finite_number(text: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = _finite_number(text)
+    if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    value = _finite_number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
     return value
 
 

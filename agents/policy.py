@@ -13,7 +13,8 @@
   hierarchical placer) before masking.
 
 ``policy(features, allowed, samples=K)`` samples K placements and returns their summed log-prob
-and entropy (with gradients); ``policy(features, allowed, actions=A)`` scores given placements.
+and entropy (with gradients); ``policy(features, allowed, actions=A)`` scores given placements;
+with both, one pass samples K and scores A (self-imitation).
 """
 from __future__ import annotations
 
@@ -54,9 +55,7 @@ class Seq2SeqPolicy(nn.Module):
         self.bridge = nn.Linear(hidden, 2 * hidden)  # encoder summary -> decoder (h0, c0)
         self.device_embed = nn.Embedding(n_devices + 1, hidden)  # index n_devices: the start token
         self.decoder = nn.LSTMCell(2 * hidden, hidden)
-        self.att_keys = nn.Linear(hidden, hidden, bias=False)
-        self.att_query = nn.Linear(hidden, hidden)
-        self.att_v = nn.Linear(hidden, 1, bias=False)
+        self.att_query = nn.Linear(hidden, hidden, bias=False)
         self.head = nn.Linear(2 * hidden, n_devices)
 
     def encode(self, features: torch.Tensor) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
@@ -67,46 +66,64 @@ class Seq2SeqPolicy(nn.Module):
         h0, c0 = torch.tanh(self.bridge(summary)).chunk(2)
         return out, (h0[None], c0[None])
 
-    def forward(self, features: torch.Tensor, allowed: torch.Tensor, *, samples: int | None = None,
+    def forward(self, features: torch.Tensor, allowed: torch.Tensor, *, samples: int = 0,
                 actions: torch.Tensor | None = None, temperature: float = 1.0, noise_std: float = 0.0,
-                generator: torch.Generator | None = None, greedy: bool = False
+                explore: float = 0.0, generator: torch.Generator | None = None, greedy: bool = False
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(actions [K, n] int64, log_prob [K], entropy [K]) of K sampled (or the given) placements.
+        """(actions [K+E, n] int64, log_prob [K+E], entropy [K+E]): ``samples`` (K) sampled placements, then
+        the E given ``actions`` [E, n] scored, in one pass over the groups.
 
-        ``features`` [n, F], ``allowed`` [n, D] bool. Exactly one of ``samples`` / ``actions``.
-        ``greedy``: take the most likely device instead of sampling.
+        ``features`` [n, F], ``allowed`` [n, D] bool. ``greedy``: the K rows take the most likely device
+        instead of sampling. ``explore`` = e: each group's distribution is (1 - e) * the network's + e * uniform
+        over its allowed devices (log-probs and entropy are of that mixture).
         """
-        if (samples is None) == (actions is None):
-            raise ValueError("give exactly one of samples= (to sample) or actions= (to score placements)")
+        if not 0.0 <= explore < 1.0:
+            raise ValueError(f"explore={explore!r}; expected a probability in [0, 1)")
         n = features.shape[0]
         if allowed.shape != (n, self.n_devices):
             raise ValueError(f"allowed has shape {tuple(allowed.shape)}; expected ({n}, {self.n_devices})")
         if not bool(allowed.any(dim=1).all()):
             raise ValueError("some group has no allowed device")
-        k = samples if actions is None else actions.shape[0]
-        if actions is not None and actions.shape != (k, n):
-            raise ValueError(f"actions has shape {tuple(actions.shape)}; expected (K, {n})")
+        if actions is not None and (actions.dim() != 2 or actions.shape[1] != n):
+            raise ValueError(f"actions has shape {tuple(actions.shape)}; expected (E, {n})")
+        given = 0 if actions is None else actions.shape[0]
+        if samples < 0 or samples + given == 0:
+            raise ValueError(f"samples={samples!r} with {given} given placements; expected something to sample or score")
+        k = samples + given
         enc, (h, c) = self.encode(features)
-        keys = self.att_keys(enc)  # [n, H]
-        h, c = h.expand(k, -1).contiguous(), c.expand(k, -1).contiguous()
+        keys_t = enc.T / self.hidden ** 0.5  # [H, n]
+        # the decoder's input projection, hoisted out of the loop: a table per previous device, a row per group
+        w_device, w_group = self.decoder.weight_ih.split(self.hidden, dim=1)
+        device_part = self.device_embed.weight @ w_device.T  # [D+1, 4H]
+        group_part = enc @ w_group.T + self.decoder.bias_ih + self.decoder.bias_hh  # [n, 4H]
+        w_hh = self.decoder.weight_hh.T
+        h, c = h.expand(k, -1), c.expand(k, -1)
         prev = torch.full((k,), self.n_devices, dtype=torch.long)
         chosen, log_prob, entropy = [], torch.zeros(k), torch.zeros(k)
+        uniform = allowed / allowed.sum(dim=1, keepdim=True)
         for t in range(n):
-            x = torch.cat([self.device_embed(prev), enc[t].expand(k, -1)], dim=1)
-            h, c = self.decoder(x, (h, c))
-            scores = self.att_v(torch.tanh(keys[None] + self.att_query(h)[:, None])).squeeze(-1)  # [K, n]
+            gates = device_part[prev] + group_part[t] + h @ w_hh
+            i, f, g, o = gates.chunk(4, dim=1)
+            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            h = torch.sigmoid(o) * torch.tanh(c)
+            scores = self.att_query(h) @ keys_t  # [K, n]
             context = torch.softmax(scores, dim=1) @ enc  # [K, H]
             logits = self.head(torch.cat([h, context], dim=1)) / temperature
             if noise_std > 0:
                 logits = logits + noise_std * torch.randn(logits.shape, generator=generator)
             logits = logits.masked_fill(~allowed[t], float("-inf"))
             logp = torch.log_softmax(logits, dim=1)
-            if actions is not None:
-                a = actions[:, t]
-            elif greedy:
-                a = logp.argmax(dim=1)
-            else:
-                a = torch.multinomial(logp.detach().exp(), 1, generator=generator).squeeze(1)
+            if explore > 0:
+                mixture = (1 - explore) * logp.exp() + explore * uniform[t]
+                logp = torch.log(mixture.clamp_min(1e-30)).masked_fill(~allowed[t], float("-inf"))
+            with torch.no_grad():
+                if greedy:
+                    a = logp[:samples].argmax(dim=1)
+                else:
+                    a = torch.multinomial(logp[:samples].exp(), 1, generator=generator).squeeze(1) if samples \
+                        else torch.zeros(0, dtype=torch.long)
+                if given:
+                    a = torch.cat([a, actions[:, t]])
             log_prob = log_prob + logp.gather(1, a[:, None]).squeeze(1)
             safe = logp.masked_fill(~allowed[t], 0.0)  # 0 * -inf would make NaN gradients
             entropy = entropy - (safe.exp() * safe).masked_fill(~allowed[t], 0.0).sum(dim=1)

@@ -11,9 +11,15 @@ Gradients are clipped to norm 1.0. Deviations from the paper, all switchable in 
 advantages are divided by an EMA of the successful rewards' spread and clipped to +-5
 (``normalize_advantages``; rewards of small graphs differ by 1e-3, which the entropy bonus would
 swamp), and logits get Gaussian noise for the first ``noise_updates`` updates (TF's placer).
+Off by default, on for warm-started runs (``FINE_TUNING``): self-imitation (``self_imitation``,
+``elites``; after Oh et al., ICML 2018, and the cross-entropy step of Post, Gao et al., NeurIPS 2018)
+adds ``-w * mean log p(elite)`` over the fastest distinct placements seen so far, and an exploration
+floor (``explore``) mixes each group's distribution with a uniform one over its allowed devices, so
+the policy keeps searching around its elite after it has converged on it.
 
 * ``train(...)``: train on a benchmark for an evaluation or wall budget, logging to ``out_dir``
-  (``log.csv``, ``checkpoint.pt``, ``best_placement.json``, ``learning_curve.png``); ``resume=True``
+  (``log.csv`` and the same scalars under ``tensorboard/``, ``checkpoint.pt``, ``best_placement.json``,
+  ``learning_curve.png``); ``resume=True``
   continues from ``out_dir/checkpoint.pt``.
 * ``place(problem)``: the harness method (``placement-env run --methods agents.reinforce_seq2seq:place``);
   trains within ``problem.budget`` evaluations through ``problem.evaluate``. ``place_warm_start``: the
@@ -41,8 +47,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from agents.outputs import (atomic_write, baseline_table, check_task_arguments, curve_references, export_best,
-                            plot_curve, positive_float, positive_int, run_dir, write_log)
+from agents.outputs import (TensorBoardLog, atomic_write, baseline_table, check_task_arguments, curve_references,
+                            export_best, non_negative_float, plot_curve, positive_float, positive_int, run_dir,
+                            write_log)
 from agents.policy import Seq2SeqPolicy, group_features
 from placement_env.errors import PlacementEnvError
 
@@ -51,11 +58,16 @@ LOG = "log.csv"
 BEST_JSON = "best_placement.json"
 BEST_PB = "best_placement.pb"
 CURVE = "learning_curve.png"
+TENSORBOARD = "tensorboard"
 LOG_COLUMNS = ("update", "evaluations", "wall_s", "mean_reward", "mean_runtime_s", "mean_ok_runtime_s", "success_rate",
                "best_runtime_s", "entropy", "baseline")
 DEFAULT_MINUTES = 10.0
-WARM_START_LR = 1e-4  # fine-tuning a warm-started policy: 3e-3 wrecked the imitation in one update on nmt
+# A warm-started run fine-tunes around its teacher: these replace the Config defaults (flags still win). Without
+# self-imitation and an exploration floor, lr 3e-3 wrecked the imitation in one update on nmt, and at 1e-4 the
+# policy moved too slowly to follow its own improvements.
+FINE_TUNING = {"lr": 1e-3, "self_imitation": 1.0, "elites": 1, "explore": 2.0}
 CHECKPOINT_EVERY = 25  # updates
+CHECKPOINT_FORMAT = 2  # 2: dot-product attention, elites
 
 EvaluateBatch = Callable[[np.ndarray], list]
 
@@ -73,11 +85,14 @@ class Config:
     temperature: float = 1.0
     logits_noise: float = 0.5
     noise_updates: int = 50  # logits noise for this many updates, then none
+    explore: float = 0.0  # per placement, the expected number of groups given a uniformly random allowed device
     normalize_advantages: bool = True
     advantage_clip: float = 5.0
     failing_signal: float = 100.0
     warm_start: str | None = None  # a baseline method (or "best") whose placement the policy imitates first
     warm_start_prob: float = 0.99  # ... until it gives that placement this probability per group
+    self_imitation: float = 0.0  # weight of -log p(elite) in the loss (0: off, as in the paper)
+    elites: int = 4  # the fastest distinct placements seen so far that self-imitation pulls towards
 
 
 @dataclass
@@ -132,6 +147,19 @@ class Trainer:
         self.history: list[dict[str, float]] = []
         self.best_runtime_s = float("inf")
         self.best_placement: np.ndarray | None = None
+        self.elites: list[tuple[float, np.ndarray]] = []  # (runtime, placement), fastest first, distinct
+
+    def record(self, runtime_s: float, placement: np.ndarray) -> None:
+        """Note a successful placement: the best so far and the elites."""
+        if runtime_s < self.best_runtime_s:
+            self.best_runtime_s, self.best_placement = float(runtime_s), placement.copy()
+        if len(self.elites) >= self.config.elites and runtime_s >= self.elites[-1][0]:
+            return
+        if any(np.array_equal(placement, p) for _, p in self.elites):
+            return
+        self.elites.append((float(runtime_s), placement.copy()))
+        self.elites.sort(key=lambda e: e[0])
+        del self.elites[self.config.elites:]
 
     def update(self, evaluate_batch: EvaluateBatch, samples: int | None = None) -> dict[str, float]:
         """Sample, evaluate, take one REINFORCE step; the log row of this update."""
@@ -139,9 +167,15 @@ class Trainer:
         k = samples or cfg.samples
         noise = cfg.logits_noise if self.updates < cfg.noise_updates else 0.0
         self.policy.train()
-        actions, log_prob, entropy = self.policy(self.features, self.allowed, samples=k, temperature=cfg.temperature,
-                                                 noise_std=noise, generator=self.generator)
-        placements = actions.numpy()
+        elites = None
+        if cfg.self_imitation > 0 and self.elites:
+            elites = torch.as_tensor(np.stack([p for _, p in self.elites]), dtype=torch.long)
+        actions, log_prob, entropy = self.policy(self.features, self.allowed, samples=k, actions=elites,
+                                                 temperature=cfg.temperature, noise_std=noise,
+                                                 explore=min(cfg.explore / len(self.features), 0.5),
+                                                 generator=self.generator)
+        elite_log_prob, log_prob, entropy = log_prob[k:], log_prob[:k], entropy[:k]
+        placements = actions[:k].numpy()
         measurements = list(evaluate_batch(placements))
         if len(measurements) != k:
             raise RuntimeError(f"the evaluator returned {len(measurements)} measurements for {k} placements")
@@ -150,8 +184,7 @@ class Trainer:
         charged = np.array([_charged(m, cfg.failing_signal) for m in measurements])
         rewards = -np.sqrt(charged)
         for i in np.flatnonzero(ok):
-            if charged[i] < self.best_runtime_s:
-                self.best_runtime_s, self.best_placement = float(charged[i]), placements[i].copy()
+            self.record(float(charged[i]), placements[i])
         if ok.any():  # the baseline skips failing samples
             mean, spread = float(rewards[ok].mean()), float(rewards[ok].std())
             d = cfg.baseline_decay
@@ -165,6 +198,8 @@ class Trainer:
             advantages = np.clip(advantages, -cfg.advantage_clip, cfg.advantage_clip)
         n = self.features.shape[0]
         loss = -(torch.as_tensor(advantages, dtype=torch.float32) * log_prob).mean() - cfg.entropy * entropy.mean()
+        if elite_log_prob.numel():
+            loss = loss - cfg.self_imitation * elite_log_prob.mean()
         self.optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.grad_clip)
@@ -205,12 +240,13 @@ class Trainer:
     # ---- checkpoints ----
     def state(self, meta: dict[str, Any]) -> dict[str, Any]:
         return {
-            "format": 1, "meta": meta, "config": dataclasses.asdict(self.config),
+            "format": CHECKPOINT_FORMAT, "meta": meta, "config": dataclasses.asdict(self.config),
             "policy": self.policy.state_dict(), "optimizer": self.optimizer.state_dict(),
             "baseline": self.baseline, "spread": self.spread, "updates": self.updates,
             "evaluations": self.evaluations, "wall_s": self.wall_s, "history": list(self.history),
             "best_runtime_s": self.best_runtime_s,
             "best_placement": None if self.best_placement is None else self.best_placement.tolist(),
+            "elites": [(r, p.tolist()) for r, p in self.elites],
             "torch_rng": torch.get_rng_state(), "generator": self.generator.get_state(),
         }
 
@@ -223,6 +259,7 @@ class Trainer:
         self.best_runtime_s = float(state["best_runtime_s"])
         best = state["best_placement"]
         self.best_placement = None if best is None else np.asarray(best, np.int64)
+        self.elites = [(float(r), np.asarray(p, np.int64)) for r, p in state["elites"]]
         torch.set_rng_state(state["torch_rng"])
         self.generator.set_state(state["generator"])
 
@@ -265,8 +302,7 @@ def warm_start(trainer: Trainer, problem: Any, evaluate_batch: EvaluateBatch) ->
         trainer.evaluations += 1 + solution.evaluations
         if m.ok:
             found[name] = (float(m.runtime_s), placement)
-            if m.runtime_s < trainer.best_runtime_s:
-                trainer.best_runtime_s, trainer.best_placement = float(m.runtime_s), placement.copy()
+            trainer.record(float(m.runtime_s), placement)
     if not found:
         raise RuntimeError(f"warm start {method!r}: no placement of {', '.join(candidates)} runs on this cluster")
     teacher = min(found, key=lambda name: found[name][0])
@@ -348,6 +384,10 @@ def train(benchmark: str = "nmt", cluster: str = "paper-2gpu", runtime: str = "s
         if not checkpoint_path.exists():
             raise FileNotFoundError(f"resume: no checkpoint at {checkpoint_path}")
         state = load_checkpoint(checkpoint_path)
+        if state.get("format") != CHECKPOINT_FORMAT:
+            raise CheckpointMismatchError(
+                f"resume: {checkpoint_path} has checkpoint format {state.get('format')!r}, this version reads format "
+                f"{CHECKPOINT_FORMAT}; use another --out-dir to start afresh (nothing was changed)")
         theirs = state.get("meta", {})
         if theirs != meta:
             raise CheckpointMismatchError(
@@ -397,10 +437,12 @@ def train(benchmark: str = "nmt", cluster: str = "paper-2gpu", runtime: str = "s
         writer = csv.DictWriter(log_handle, fieldnames=LOG_COLUMNS, extrasaction="ignore")
         if state is None:
             writer.writeheader()
+        board = TensorBoardLog(out / TENSORBOARD, trainer.history)
 
         def on_update(row: dict[str, float]) -> None:
             writer.writerow(row)
             log_handle.flush()
+            board.write(row)
             if trainer.updates % checkpoint_every == 0:
                 checkpoint()
 
@@ -409,6 +451,7 @@ def train(benchmark: str = "nmt", cluster: str = "paper-2gpu", runtime: str = "s
                   desc=f"reinforce {meta['benchmark']}")
         finally:  # also on KeyboardInterrupt: keep what was learnt
             log_handle.close()
+            board.close()
             checkpoint(final=True)
             plot_curve(out / CURVE, trainer.history, title=f"{meta['benchmark']} on {meta['cluster']} ({runtime})",
                        references={"lower bound": lower})
@@ -453,8 +496,8 @@ def place(problem: Any, *, samples: int = 16, seconds: float | None = None, conf
 
 def place_warm_start(problem: Any) -> np.ndarray:
     """Harness method: :func:`place` after imitating the best of ``WARM_START_CANDIDATES`` (their evaluations
-    count against the budget), fine-tuned at ``WARM_START_LR``."""
-    return place(problem, config=Config(warm_start="best", lr=WARM_START_LR))
+    count against the budget), fine-tuned with ``FINE_TUNING``."""
+    return place(problem, config=Config(warm_start="best", **FINE_TUNING))
 
 
 # ---- CLI ----
@@ -477,12 +520,22 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--out-dir", default=None,
                         help="output folder (default: runs/reinforce_seq2seq/<benchmark>-<cluster>-<runtime>)")
     parser.add_argument("--resume", action="store_true", help="continue from OUT_DIR/checkpoint.pt")
+    tuned = ", or {:g} with --warm-start".format
     parser.add_argument("--lr", type=positive_float, default=None,
-                        help=f"Adam learning rate (default: {Config.lr:g}, or {WARM_START_LR:g} with --warm-start)")
+                        help=f"Adam learning rate (default: {Config.lr:g}{tuned(FINE_TUNING['lr'])})")
+    parser.add_argument("--self-imitation", type=non_negative_float, default=None, metavar="WEIGHT",
+                        help="weight of the log-probability of the elite placements in the loss (default: "
+                             f"{Config.self_imitation:g}, as in the paper{tuned(FINE_TUNING['self_imitation'])})")
+    parser.add_argument("--elites", type=positive_int, default=None,
+                        help=f"fastest distinct placements self-imitation pulls towards (default: {Config.elites}"
+                             f"{tuned(FINE_TUNING['elites'])})")
+    parser.add_argument("--explore", type=non_negative_float, default=None, metavar="GROUPS",
+                        help="per sampled placement, the expected number of groups put on a uniformly random device "
+                             f"(default: {Config.explore:g}{tuned(FINE_TUNING['explore'])})")
     parser.add_argument("--warm-start", default=None, metavar="METHOD",
                         help="first imitate this baseline's placement ('best': the fastest of "
                              f"{', '.join(WARM_START_CANDIDATES)}); default: none, from scratch as in the paper")
-    parser.add_argument("--entropy", type=float, default=Config.entropy, help=f"entropy bonus ({Config.entropy:g})")
+    parser.add_argument("--entropy", type=non_negative_float, default=Config.entropy, help=f"entropy bonus ({Config.entropy:g})")
     parser.add_argument("--hidden", type=positive_int, default=Config.hidden, help=f"LSTM size ({Config.hidden})")
     parser.add_argument("--backend", default="local", choices=("local",) + BACKENDS,
                         help="where the K samples of an update are evaluated: in this process (local), on worker "
@@ -499,8 +552,6 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.entropy < 0 or not math.isfinite(args.entropy):
-        parser.error(f"argument --entropy: expected a number >= 0, got {args.entropy}")
     if args.hidden % 2:
         parser.error(f"argument --hidden: expected an even number, got {args.hidden}")
     check_task_arguments(parser, args)
@@ -511,8 +562,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.warm_start not in METHODS:
             parser.error(f"argument --warm-start: unknown method {args.warm_start!r}; choose from best, "
                          f"{', '.join(METHODS)}")
-    lr = args.lr if args.lr is not None else (WARM_START_LR if args.warm_start else Config.lr)
-    config = Config(lr=lr, entropy=args.entropy, hidden=args.hidden, warm_start=args.warm_start)
+    defaults = FINE_TUNING if args.warm_start else {}
+    tuning = {name: getattr(args, name) if getattr(args, name) is not None else defaults.get(name, getattr(Config, name))
+              for name in ("lr", "self_imitation", "elites", "explore")}
+    config = Config(entropy=args.entropy, hidden=args.hidden, warm_start=args.warm_start, **tuning)
 
     def interrupted(signum: int, frame: Any) -> None:  # SIGTERM (e.g. timeout) ends like Ctrl-C: checkpoint kept
         raise KeyboardInterrupt

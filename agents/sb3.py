@@ -5,7 +5,7 @@ model) and returns the model, the learning curve (episode rewards, runtimes and 
 the best placement it saw. ``policy_placement`` reads the trained policy's deterministic placement.
 
 ``python -m agents.sb3`` is the command line, with the conventions and outputs of
-``python -m agents.reinforce_seq2seq``: ``log.csv`` (plus SB3's own ``sb3_log/progress.csv``),
+``python -m agents.reinforce_seq2seq``: ``log.csv`` and ``tensorboard/`` (plus SB3's own ``sb3_log/progress.csv``),
 ``model.zip`` (also on Ctrl-C), ``--resume``,
 ``best_placement.json`` / ``.pb``, ``learning_curve.png`` and the table against the baselines.
 """
@@ -185,6 +185,7 @@ LOG = "log.csv"
 BEST_JSON = "best_placement.json"
 BEST_PB = "best_placement.pb"
 CURVE = "learning_curve.png"
+TENSORBOARD = "tensorboard"
 LOG_COLUMNS = ("episodes", "evaluations", "mean_runtime_s", "mean_ok_runtime_s", "success_rate", "best_runtime_s")
 EPISODES_PER_ROW = 16
 DEFAULT_MINUTES = 10.0
@@ -246,8 +247,8 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     from tqdm import tqdm
 
-    from agents.outputs import (atomic_write, baseline_table, check_task_arguments, curve_references, export_best,
-                                plot_curve, run_dir, write_log)
+    from agents.outputs import (TensorBoardLog, atomic_write, baseline_table, check_task_arguments, curve_references,
+                                export_best, plot_curve, run_dir, write_log)
 
     parser = _parser()
     args = parser.parse_args(argv)
@@ -289,6 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     result.model.save(str(out / MODEL.removesuffix(".zip")))  # SB3 appends .zip
     rows = log_rows(result, previous)
     write_log(out / LOG, rows, LOG_COLUMNS)
+    TensorBoardLog(out / TENSORBOARD, rows).close()
     best = rows[-1]["best_runtime_s"] if rows else math.inf
     if result.best_placement is not None and result.best_runtime_s <= best:
         record = {**meta, "placement": result.best_placement.tolist(), "runtime_s": result.best_runtime_s,

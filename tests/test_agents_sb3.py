@@ -6,6 +6,7 @@ import pytest
 import placement_env as pe
 from agents.sb3 import policy_placement, train
 from placement_env.placements import random_placements
+from tf_helpers import tensorboard_scalars
 
 TINY = "DevicePlacement-Tiny-v0"
 
@@ -52,6 +53,8 @@ def test_cli_writes_outputs_resumes_and_refuses_other_runs(tmp_path, capsys):
     resumed = (tmp_path / "log.csv").read_text().splitlines()
     assert resumed[: len(first)] == first and len(resumed) > len(first)
     assert int(float(resumed[-1].split(",")[0])) == 256  # episodes count on across the resume
+    steps = [step for step, _ in tensorboard_scalars(tmp_path / "tensorboard")["best_runtime_s"]]
+    assert steps == [int(line.split(",")[1]) for line in resumed[1:]]  # every log row once, after the resume too
     model = (tmp_path / "model.zip").read_bytes()
     assert main(["--benchmark", "nmt-tiny", "--steps", "64", "--out-dir", str(tmp_path), "--resume",
                  "--no-progress"]) == 2

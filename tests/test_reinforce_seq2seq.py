@@ -13,6 +13,7 @@ from agents.policy import Seq2SeqPolicy, group_features
 from agents.reinforce_seq2seq import (CHECKPOINT, LOG, WARM_START_CANDIDATES, CheckpointMismatchError, Config, Trainer,
                                       load_checkpoint, main, place, train)
 from placement_env.runtime.measurement import Measurement
+from tf_helpers import tensorboard_scalars
 
 
 def toy_policy(n: int = 5, d: int = 3, f: int = 4, hidden: int = 8, seed: int = 0):
@@ -25,10 +26,11 @@ def toy_policy(n: int = 5, d: int = 3, f: int = 4, hidden: int = 8, seed: int = 
     return policy, features, allowed
 
 
-def test_sample_shapes_and_masking():
+@pytest.mark.parametrize("explore", [0.0, 0.5])
+def test_sample_shapes_and_masking(explore):
     policy, features, allowed = toy_policy()
     g = torch.Generator().manual_seed(0)
-    actions, log_prob, entropy = policy(features, allowed, samples=200, generator=g, noise_std=0.5)
+    actions, log_prob, entropy = policy(features, allowed, samples=200, generator=g, noise_std=0.5, explore=explore)
     assert actions.shape == (200, 5) and log_prob.shape == (200,) and entropy.shape == (200,)
     assert actions.dtype == torch.long
     assert allowed[torch.arange(5)[None].expand(200, -1), actions].all()  # never a masked device
@@ -39,25 +41,29 @@ def test_sample_shapes_and_masking():
     assert all(torch.isfinite(p.grad).all() for p in policy.parameters() if p.grad is not None)
 
 
-def test_log_prob_and_entropy_match_enumeration():
-    """On a toy (3 groups x 2 devices) the scored probabilities sum to 1 and entropy matches."""
+@pytest.mark.parametrize("explore", [0.0, 0.3])
+def test_log_prob_and_entropy_match_enumeration(explore):
+    """On a toy (3 groups x 2 devices) the scored probabilities sum to 1 and entropy matches (also for the
+    exploration mixture)."""
     torch.manual_seed(1)
     policy = Seq2SeqPolicy(3, 2, hidden=6)
     features = torch.randn(3, 3)
     allowed = torch.ones(3, 2, dtype=torch.bool)
     every = torch.tensor([[a, b, c] for a in (0, 1) for b in (0, 1) for c in (0, 1)])
     with torch.no_grad():
-        _, log_prob, _ = policy(features, allowed, actions=every)
+        _, log_prob, _ = policy(features, allowed, actions=every, explore=explore)
     p = log_prob.exp()
     assert float(p.sum()) == pytest.approx(1.0, abs=1e-5)
     # per-step entropy summed along a sampled path is an unbiased estimate of the sequence entropy
     exact = -(p * log_prob).sum()
     with torch.no_grad():
-        _, _, sampled_entropy = policy(features, allowed, samples=4000, generator=torch.Generator().manual_seed(0))
+        _, _, sampled_entropy = policy(features, allowed, samples=4000, explore=explore,
+                                       generator=torch.Generator().manual_seed(0))
     assert float(sampled_entropy.mean()) == pytest.approx(float(exact), rel=0.05)
     # sampling frequencies follow the scored probabilities
     with torch.no_grad():
-        samples, _, _ = policy(features, allowed, samples=4000, generator=torch.Generator().manual_seed(2))
+        samples, _, _ = policy(features, allowed, samples=4000, explore=explore,
+                                generator=torch.Generator().manual_seed(2))
     codes = samples[:, 0] * 4 + samples[:, 1] * 2 + samples[:, 2]
     freq = torch.bincount(codes, minlength=8).float() / 4000
     assert torch.allclose(freq, p, atol=0.03)
@@ -68,19 +74,28 @@ def test_scoring_gives_sampled_log_prob():
     with torch.no_grad():
         actions, log_prob, entropy = policy(features, allowed, samples=6, generator=torch.Generator().manual_seed(3))
         _, again, entropy2 = policy(features, allowed, actions=actions)
+        mixed, both, _ = policy(features, allowed, samples=6, actions=actions.flip(0),
+                                generator=torch.Generator().manual_seed(3))
     assert torch.allclose(log_prob, again, atol=1e-5) and torch.allclose(entropy, entropy2, atol=1e-5)
+    # one pass that samples 6 and scores 6 given placements: the same as the two calls
+    assert torch.equal(mixed[:6], actions) and torch.equal(mixed[6:], actions.flip(0))
+    assert torch.allclose(both, torch.cat([log_prob, again.flip(0)]), atol=1e-5)
 
 
 def test_policy_rejects_bad_input():
     policy, features, allowed = toy_policy()
-    with pytest.raises(ValueError, match="exactly one"):
+    with pytest.raises(ValueError, match="something to sample or score"):
         policy(features, allowed)
+    with pytest.raises(ValueError, match="actions has shape"):
+        policy(features, allowed, actions=torch.zeros((2, features.shape[0] + 1), dtype=torch.long))
     bad = allowed.clone()
     bad[0] = False
     with pytest.raises(ValueError, match="no allowed device"):
         policy(features, bad, samples=1)
     with pytest.raises(ValueError, match="allowed has shape"):
         policy(features, allowed[:, :2], samples=1)
+    with pytest.raises(ValueError, match="explore=1.0"):
+        policy(features, allowed, samples=1, explore=1.0)
 
 
 def test_baseline_skips_failures():
@@ -97,6 +112,40 @@ def test_baseline_skips_failures():
     trainer.update(evaluate)
     assert trainer.baseline == pytest.approx(-2.0)
     assert trainer.best_runtime_s == 4.0 and trainer.evaluations == 8
+
+
+def test_elites_are_the_fastest_distinct_placements():
+    trainer = Trainer(np.zeros((3, 2), np.float32), np.ones((3, 2), bool), Config(hidden=8, elites=2), seed=0)
+    for runtime, placement in [(3.0, [0, 0, 0]), (2.0, [1, 0, 0]), (2.0, [1, 0, 0]), (5.0, [1, 1, 1]),
+                               (1.0, [0, 1, 0])]:
+        trainer.record(runtime, np.array(placement))
+    assert [(r, p.tolist()) for r, p in trainer.elites] == [(1.0, [0, 1, 0]), (2.0, [1, 0, 0])]
+    assert trainer.best_runtime_s == 1.0 and trainer.best_placement.tolist() == [0, 1, 0]
+
+
+def test_self_imitation_pulls_the_policy_towards_the_best_placement():
+    """With every sample scoring the same (zero advantages), only self-imitation moves the policy: the log-prob of
+    the recorded best placement rises, and without it that placement gets no such pull."""
+    features = np.random.default_rng(0).normal(size=(6, 3)).astype(np.float32)
+    best = np.array([1, 0, 1, 1, 0, 1])
+
+    def log_prob_of_best(weight):
+        trainer = Trainer(features, np.ones((6, 2), bool), Config(samples=4, hidden=8, entropy=0.0, logits_noise=0.0,
+                                                                  elites=1, self_imitation=weight, lr=3e-2), seed=0)
+        trainer.record(1.0, best)
+        values = []
+        for _ in range(2):
+            with torch.no_grad():
+                _, log_prob, _ = trainer.policy(trainer.features, trainer.allowed, actions=torch.as_tensor(best[None]))
+            values.append(float(log_prob[0]))
+            for _ in range(30):
+                trainer.update(lambda placements: [Measurement(runtime_s=4.0, ok=True)] * len(placements))
+        return values
+
+    before, after = log_prob_of_best(1.0)
+    assert after > -0.5 and after > before + 2.0  # p(best) from ~1/64 to over 0.6
+    before, after = log_prob_of_best(0.0)
+    assert after == pytest.approx(before, abs=0.3)
 
 
 def test_group_features_shape():
@@ -127,7 +176,7 @@ def test_training_improves_over_random(tmp_path):
     last = np.mean([row["mean_runtime_s"] for row in result.history[-5:]])
     assert result.best_runtime_s < 0.8 * random_mean
     assert last < random_mean
-    for name in ("checkpoint.pt", "log.csv", "best_placement.json", "learning_curve.png"):
+    for name in ("checkpoint.pt", "log.csv", "best_placement.json", "learning_curve.png", "tensorboard"):
         assert (tmp_path / name).exists()
 
 
@@ -143,14 +192,34 @@ def test_checkpoint_resume_continues(tmp_path):
     assert second.best_runtime_s <= first.best_runtime_s
     with open(tmp_path / LOG) as handle:
         assert [int(row["update"]) for row in csv.DictReader(handle)] == [1, 2, 3, 4, 5]
+    # the TensorBoard log holds the whole history once, stepped by evaluations
+    scalars = tensorboard_scalars(tmp_path / "tensorboard")
+    assert [step for step, _ in scalars["best_runtime_s"]] == [8, 16, 24, 32, 40]
+    assert [value for _, value in scalars["best_runtime_s"]] == pytest.approx(
+        [row["best_runtime_s"] for row in second.history])
+
+
+def test_old_checkpoint_format_is_refused(tmp_path):
+    train("rnnlm-tiny", budget=8, samples=8, out_dir=tmp_path, progress=False)
+    state = load_checkpoint(tmp_path / CHECKPOINT)
+    state["format"] = 1
+    torch.save(state, tmp_path / CHECKPOINT)
+    before = files(tmp_path)
+    with pytest.raises(CheckpointMismatchError, match="format 1"):
+        train("rnnlm-tiny", budget=16, out_dir=tmp_path, progress=False, resume=True)
+    assert files(tmp_path) == before
+
+
+def files(directory):
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
 def test_resume_with_other_benchmark_is_refused(tmp_path):
     train("rnnlm-tiny", budget=8, samples=8, out_dir=tmp_path, progress=False)
-    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    before = files(tmp_path)
     with pytest.raises(CheckpointMismatchError, match="rnnlm-tiny.*nmt-tiny"):
         train("nmt-tiny", budget=16, out_dir=tmp_path, progress=False, resume=True)
-    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    assert files(tmp_path) == before
     with pytest.raises(FileNotFoundError):
         train("rnnlm-tiny", budget=8, out_dir=tmp_path / "empty", progress=False, resume=True)
 
@@ -184,6 +253,9 @@ def test_place_through_resolve_method():
     (["--benchmark", "no-such-model"], "--benchmark"),
     (["--cluster", "no-such-cluster"], "--cluster"),
     (["--entropy", "-1"], "--entropy"),
+    (["--explore", "-1"], "--explore"),
+    (["--self-imitation", "x"], "--self-imitation"),
+    (["--elites", "0"], "--elites"),
     (["--seed", "-1"], "--seed"),
     (["--hidden", "7"], "--hidden"),
     (["--backend", "threads"], "--backend"),

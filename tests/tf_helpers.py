@@ -75,3 +75,13 @@ def live_processes_where(field: int, value: int) -> list[int]:
 def child_pids(pid: int) -> list[int]:
     """Pids of the live children of ``pid``."""
     return live_processes_where(1, pid)
+
+
+def tensorboard_scalars(directory):
+    """{tag: [(step, value), ...]} from the event files in ``directory``."""
+    scalars = {}
+    for path in sorted(directory.glob("events.out.tfevents.*")):
+        for event in tf.compat.v1.train.summary_iterator(str(path)):
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, []).append((event.step, float(tf.make_ndarray(value.tensor))))
+    return scalars
