@@ -65,7 +65,7 @@ DEFAULT_MINUTES = 10.0
 # A warm-started run fine-tunes around its teacher: these replace the Config defaults (flags still win). Without
 # self-imitation and an exploration floor, lr 3e-3 wrecked the imitation in one update on nmt, and at 1e-4 the
 # policy moved too slowly to follow its own improvements.
-FINE_TUNING = {"lr": 1e-3, "self_imitation": 1.0, "elites": 1, "explore": 2.0}
+FINE_TUNING = {"lr": 1e-3, "self_imitation": 1.0, "elites": 1, "explore": 2.0, "logits_noise": 0.0}
 CHECKPOINT_EVERY = 25  # updates
 CHECKPOINT_FORMAT = 2  # 2: dot-product attention, elites
 
@@ -562,10 +562,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.warm_start not in METHODS:
             parser.error(f"argument --warm-start: unknown method {args.warm_start!r}; choose from best, "
                          f"{', '.join(METHODS)}")
-    defaults = FINE_TUNING if args.warm_start else {}
-    tuning = {name: getattr(args, name) if getattr(args, name) is not None else defaults.get(name, getattr(Config, name))
-              for name in ("lr", "self_imitation", "elites", "explore")}
-    config = Config(entropy=args.entropy, hidden=args.hidden, warm_start=args.warm_start, **tuning)
+    flags = {name: getattr(args, name) for name in ("lr", "self_imitation", "elites", "explore")}
+    config = Config(**{**(FINE_TUNING if args.warm_start else {}), **{k: v for k, v in flags.items() if v is not None},
+                       "entropy": args.entropy, "hidden": args.hidden, "warm_start": args.warm_start})
 
     def interrupted(signum: int, frame: Any) -> None:  # SIGTERM (e.g. timeout) ends like Ctrl-C: checkpoint kept
         raise KeyboardInterrupt

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from agents.policy import Seq2SeqPolicy, group_features
-from agents.reinforce_seq2seq import (CHECKPOINT, LOG, WARM_START_CANDIDATES, CheckpointMismatchError, Config, Trainer,
-                                      load_checkpoint, main, place, train)
+from agents.reinforce_seq2seq import (CHECKPOINT, FINE_TUNING, LOG, WARM_START_CANDIDATES, CheckpointMismatchError,
+                                      Config, Trainer, load_checkpoint, main, place, train)
 from placement_env.runtime.measurement import Measurement
 from tf_helpers import tensorboard_scalars
 
@@ -282,6 +282,19 @@ def test_cli_runs_and_refuses_mismatched_resume(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "rnnlm-tiny" in err and "nmt-tiny" in err
     assert (tmp_path / CHECKPOINT).read_bytes() == before
+
+
+@pytest.mark.parametrize("flags, expected", [
+    ([], {"lr": Config.lr, "self_imitation": 0.0, "explore": 0.0, "logits_noise": Config.logits_noise}),
+    (["--warm-start", "expert"], FINE_TUNING),
+    (["--warm-start", "expert", "--explore", "5", "--lr", "0.01"], {**FINE_TUNING, "explore": 5.0, "lr": 0.01}),
+])
+def test_cli_tuning_defaults_follow_the_warm_start(flags, expected, tmp_path):
+    """From scratch the paper's settings; warm-started, FINE_TUNING; a flag given wins over both."""
+    assert main(["--benchmark", "rnnlm-tiny", "--budget", "8", "--samples", "8", "--out-dir", str(tmp_path),
+                 "--no-progress", "--no-baselines", *flags]) == 0
+    config = load_checkpoint(tmp_path / CHECKPOINT)["config"]
+    assert {key: config[key] for key in expected} == pytest.approx(expected)
 
 
 def test_keyboard_interrupt_writes_checkpoint(tmp_path):
