@@ -117,11 +117,10 @@ class Seq2SeqPolicy(nn.Module):
                 mixture = (1 - explore) * logp.exp() + explore * uniform[t]
                 logp = torch.log(mixture.clamp_min(1e-30)).masked_fill(~allowed[t], float("-inf"))
             with torch.no_grad():
-                if greedy:
-                    a = logp[:samples].argmax(dim=1)
-                else:
-                    a = torch.multinomial(logp[:samples].exp(), 1, generator=generator).squeeze(1) if samples \
-                        else torch.zeros(0, dtype=torch.long)
+                a = torch.zeros(0, dtype=torch.long)
+                if samples:
+                    a = logp[:samples].argmax(dim=1) if greedy else \
+                        torch.multinomial(logp[:samples].exp(), 1, generator=generator).squeeze(1)
                 if given:
                     a = torch.cat([a, actions[:, t]])
             log_prob = log_prob + logp.gather(1, a[:, None]).squeeze(1)

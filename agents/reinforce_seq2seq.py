@@ -22,7 +22,8 @@ the policy keeps searching around its elite after it has converged on it.
   ``learning_curve.png``); ``resume=True``
   continues from ``out_dir/checkpoint.pt``.
 * ``place(problem)``: the harness method (``placement-env run --methods agents.reinforce_seq2seq:place``);
-  trains within ``problem.budget`` evaluations through ``problem.evaluate``. ``place_warm_start``: the
+  trains within ``problem.budget`` evaluations through ``problem.evaluate``. ``place_self_imitation``: the
+  same with self-imitation and the exploration floor. ``place_warm_start``: the
   same after imitating the best baseline (``--warm-start best``; not in the paper).
 * ``python -m agents.reinforce_seq2seq``: the CLI (``--help``); it ends with a table against the
   baselines and writes ``best_placement.pb`` (the placed TF graph).
@@ -65,7 +66,8 @@ DEFAULT_MINUTES = 10.0
 # A warm-started run fine-tunes around its teacher: these replace the Config defaults (flags still win). Without
 # self-imitation and an exploration floor, lr 3e-3 wrecked the imitation in one update on nmt, and at 1e-4 the
 # policy moved too slowly to follow its own improvements.
-FINE_TUNING = {"lr": 1e-3, "self_imitation": 1.0, "elites": 1, "explore": 2.0, "logits_noise": 0.0}
+SELF_IMITATION = {"self_imitation": 1.0, "elites": 1, "explore": 2.0}
+FINE_TUNING = {**SELF_IMITATION, "lr": 1e-3, "logits_noise": 0.0}
 CHECKPOINT_EVERY = 25  # updates
 CHECKPOINT_FORMAT = 2  # 2: dot-product attention, elites
 
@@ -498,6 +500,11 @@ def place_warm_start(problem: Any) -> np.ndarray:
     """Harness method: :func:`place` after imitating the best of ``WARM_START_CANDIDATES`` (their evaluations
     count against the budget), fine-tuned with ``FINE_TUNING``."""
     return place(problem, config=Config(warm_start="best", **FINE_TUNING))
+
+
+def place_self_imitation(problem: Any) -> np.ndarray:
+    """Harness method: :func:`place` from scratch (as in the paper) with ``SELF_IMITATION``."""
+    return place(problem, config=Config(**SELF_IMITATION))
 
 
 # ---- CLI ----

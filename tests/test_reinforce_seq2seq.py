@@ -11,7 +11,7 @@ import torch
 
 from agents.policy import Seq2SeqPolicy, group_features
 from agents.reinforce_seq2seq import (CHECKPOINT, FINE_TUNING, LOG, WARM_START_CANDIDATES, CheckpointMismatchError,
-                                      Config, Trainer, load_checkpoint, main, place, train)
+                                      Config, Trainer, load_checkpoint, main, place, place_self_imitation, train)
 from placement_env.runtime.measurement import Measurement
 from tf_helpers import tensorboard_scalars
 
@@ -224,13 +224,14 @@ def test_resume_with_other_benchmark_is_refused(tmp_path):
         train("rnnlm-tiny", budget=8, out_dir=tmp_path / "empty", progress=False, resume=True)
 
 
-def test_place_respects_budget():
+@pytest.mark.parametrize("method", [place, place_self_imitation])
+def test_place_respects_budget(method):
     from baselines.base import Problem, solve
     from placement_env.benchmarks import load_benchmark
     from placement_env.cluster import load_cluster
 
     problem = Problem.make(load_benchmark("rnnlm-tiny"), load_cluster("paper-2gpu"), budget=37)
-    solution = solve(place, problem)
+    solution = solve(method, problem)
     assert problem.evaluations == 37 and solution.evaluations == 37
     assert solution.placement.shape == (problem.graph.n_groups,)
     assert problem.allowed[np.arange(problem.graph.n_groups), solution.placement].all()
