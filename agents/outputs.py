@@ -12,6 +12,13 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+# the files every agent's run folder gets
+LOG = "log.csv"
+BEST_JSON = "best_placement.json"
+BEST_PB = "best_placement.pb"
+CURVE = "learning_curve.png"
+TENSORBOARD = "tensorboard"
+
 BASELINE_METHODS = ("single_cpu", "single_gpu", "expert", "scotch", "mincut", "metis", "heft", "m_topo", "m_etf")
 
 
@@ -39,8 +46,9 @@ def write_log(path: Path, rows: Sequence[dict[str, float]], columns: Sequence[st
 
 class TensorBoardLog:
     """The log rows as TensorBoard scalars in ``directory`` (``tensorboard --logdir <out dir>``), one point per row
-    at step ``row[step]``. Written with ``tf.summary``, so it needs TensorFlow but not the tensorboard package.
-    Opening it replaces the folder's event files by ``rows`` (a resumed run's history), so steps never double."""
+    at step ``row[step]``. Written with ``tf.summary`` (which needs the tensorboard package, in the ``agents``
+    extra). Opening it replaces the folder's event files by ``rows`` (a resumed run's history), so steps never
+    double."""
 
     def __init__(self, directory: Path, rows: Sequence[dict[str, float]] = (), step: str = "evaluations") -> None:
         import tensorflow as tf

@@ -88,7 +88,8 @@ class Seq2SeqPolicy(nn.Module):
             raise ValueError(f"actions has shape {tuple(actions.shape)}; expected (E, {n})")
         given = 0 if actions is None else actions.shape[0]
         if samples < 0 or samples + given == 0:
-            raise ValueError(f"samples={samples!r} with {given} given placements; expected something to sample or score")
+            raise ValueError(f"samples={samples!r} with {given} given placements; "
+                             f"expected something to sample or score")
         k = samples + given
         enc, (h, c) = self.encode(features)
         keys_t = enc.T / self.hidden ** 0.5  # [H, n]

@@ -48,18 +48,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from agents.outputs import (TensorBoardLog, atomic_write, baseline_table, check_task_arguments, curve_references,
-                            export_best, non_negative_float, plot_curve, positive_float, positive_int, run_dir,
-                            write_log)
+from agents.outputs import (BEST_JSON, BEST_PB, CURVE, LOG, TENSORBOARD, TensorBoardLog, atomic_write, baseline_table,
+                            check_task_arguments, curve_references, export_best, non_negative_float, plot_curve,
+                            positive_float, positive_int, run_dir, write_log)
 from agents.policy import Seq2SeqPolicy, group_features
 from placement_env.errors import PlacementEnvError
 
 CHECKPOINT = "checkpoint.pt"
-LOG = "log.csv"
-BEST_JSON = "best_placement.json"
-BEST_PB = "best_placement.pb"
-CURVE = "learning_curve.png"
-TENSORBOARD = "tensorboard"
 LOG_COLUMNS = ("update", "evaluations", "wall_s", "mean_reward", "mean_runtime_s", "mean_ok_runtime_s", "success_rate",
                "best_runtime_s", "entropy", "baseline")
 DEFAULT_MINUTES = 10.0
@@ -435,11 +430,11 @@ def train(benchmark: str = "nmt", cluster: str = "paper-2gpu", runtime: str = "s
 
         if state is not None:  # the log restarts from the checkpoint's history (drops rows logged past it)
             write_log(out / LOG, trainer.history, LOG_COLUMNS)
+        board = TensorBoardLog(out / TENSORBOARD, trainer.history)
         log_handle = open(out / LOG, "a" if state is not None else "w", newline="")
         writer = csv.DictWriter(log_handle, fieldnames=LOG_COLUMNS, extrasaction="ignore")
         if state is None:
             writer.writeheader()
-        board = TensorBoardLog(out / TENSORBOARD, trainer.history)
 
         def on_update(row: dict[str, float]) -> None:
             writer.writerow(row)
@@ -542,7 +537,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--warm-start", default=None, metavar="METHOD",
                         help="first imitate this baseline's placement ('best': the fastest of "
                              f"{', '.join(WARM_START_CANDIDATES)}); default: none, from scratch as in the paper")
-    parser.add_argument("--entropy", type=non_negative_float, default=Config.entropy, help=f"entropy bonus ({Config.entropy:g})")
+    parser.add_argument("--entropy", type=non_negative_float, default=Config.entropy,
+                        help=f"entropy bonus ({Config.entropy:g})")
     parser.add_argument("--hidden", type=positive_int, default=Config.hidden, help=f"LSTM size ({Config.hidden})")
     parser.add_argument("--backend", default="local", choices=("local",) + BACKENDS,
                         help="where the K samples of an update are evaluated: in this process (local), on worker "

@@ -181,11 +181,6 @@ def policy_placement(model: Any, env: gym.Env) -> tuple[np.ndarray, dict]:
 # ---- command line ----
 MODEL = "model.zip"
 RUN = "run.json"
-LOG = "log.csv"
-BEST_JSON = "best_placement.json"
-BEST_PB = "best_placement.pb"
-CURVE = "learning_curve.png"
-TENSORBOARD = "tensorboard"
 LOG_COLUMNS = ("episodes", "evaluations", "mean_runtime_s", "mean_ok_runtime_s", "success_rate", "best_runtime_s")
 EPISODES_PER_ROW = 16
 DEFAULT_MINUTES = 10.0
@@ -247,8 +242,9 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     from tqdm import tqdm
 
-    from agents.outputs import (TensorBoardLog, atomic_write, baseline_table, check_task_arguments, curve_references,
-                                export_best, plot_curve, run_dir, write_log)
+    from agents.outputs import (BEST_JSON, BEST_PB, CURVE, LOG, TENSORBOARD, TensorBoardLog, atomic_write,
+                                baseline_table, check_task_arguments, curve_references, export_best, plot_curve,
+                                run_dir, write_log)
 
     parser = _parser()
     args = parser.parse_args(argv)
