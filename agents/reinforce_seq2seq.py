@@ -62,7 +62,7 @@ DEFAULT_MINUTES = 10.0
 # self-imitation and an exploration floor, lr 3e-3 wrecked the imitation in one update on nmt, and at 1e-4 the
 # policy moved too slowly to follow its own improvements.
 SELF_IMITATION = {"self_imitation": 1.0, "elites": 1, "explore": 2.0}
-FINE_TUNING = {**SELF_IMITATION, "lr": 1e-3, "logits_noise": 0.0}
+FINE_TUNING = {**SELF_IMITATION, "explore": 1.0, "lr": 1e-3, "logits_noise": 0.0}
 CHECKPOINT_EVERY = 25  # updates
 CHECKPOINT_FORMAT = 2  # 2: dot-product attention, elites
 
@@ -87,7 +87,7 @@ class Config:
     advantage_clip: float = 5.0
     failing_signal: float = 100.0
     warm_start: str | None = None  # a baseline method (or "best") whose placement the policy imitates first
-    warm_start_prob: float = 0.99  # ... until it gives that placement this probability per group
+    warm_start_prob: float = 0.999  # ... until it gives that placement this probability per group
     self_imitation: float = 0.0  # weight of -log p(elite) in the loss (0: off, as in the paper)
     elites: int = 4  # the fastest distinct placements seen so far that self-imitation pulls towards
 
@@ -210,7 +210,7 @@ class Trainer:
             "entropy": float(entropy.mean().item() / n), "baseline": baseline,
         }
 
-    def imitate(self, placement: np.ndarray, *, target_prob: float = 0.99, max_steps: int = 300, lr: float = 3e-3) -> int:
+    def imitate(self, placement: np.ndarray, *, target_prob: float, max_steps: int = 300, lr: float = 3e-3) -> int:
         """Warm start: fit the policy to ``placement`` (teacher forcing, its own Adam) until the geometric mean
         of the per-group probabilities of that placement reaches ``target_prob``; the number of steps taken."""
         actions = torch.as_tensor(np.asarray(placement, np.int64))[None]

@@ -69,6 +69,9 @@ def test_report_table_and_plots(results, tmp_path):
     text = path.read_text()
     assert "| task | 1 CPU | 1 GPU | Random search | best agent | lower bound | agent vs best baseline |" in text
     assert "(thirdparty_agent:place)" in text
+    rows = [r for r in read_rows(results) if r["method"] == "thirdparty_agent:place" and r["task"] == "synthetic-tiny-2gpu"]
+    mean = sum(r["runtime_s"] for r in rows) / 2
+    assert f"{min(r['runtime_s'] for r in rows):.3g} (thirdparty_agent:place); mean {mean:.3g} over 2 seeds" in text
     assert (tmp_path / "report" / "bars.png").stat().st_size > 10_000
     assert len(list((tmp_path / "report").glob("gantt-*.png"))) == 3
 

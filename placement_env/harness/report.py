@@ -2,7 +2,8 @@
 
 Rows are tasks (model x #GPUs); columns are the built-in baselines, the best learned / third-party
 method (any method that is not a built-in baseline), the lower bound, and that method's gain over
-the best baseline. A cell is the best successful runtime over seeds, or why it failed.
+the best baseline. A cell is the best successful runtime over seeds, or why it failed; the agent's
+cell also gives its mean over seeds when it ran more than one.
 """
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def _cell(row: dict[str, Any] | None) -> str:
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """{task: {"method": best row per method, "agent": best non-baseline row, ...}} in file order."""
+    """{task: {"best": best row per method, "agent": best non-baseline row, "agent_runtimes": that method's
+    successful runtimes over seeds, ...}} in file order."""
     builtin = {name for name, _ in BASELINE_COLUMNS}
     tasks: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for row in rows:
@@ -47,9 +49,11 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         agents = [r for m, r in best.items() if m not in builtin and r is not None and r["ok"]]
         baselines = [r for m, r in best.items() if m in builtin and r is not None and r["ok"]]
         any_row = next(iter(by_method.values()))[0]
+        agent = min(agents, key=lambda r: r["runtime_s"]) if agents else None
         summary[task] = {
             "best": best,
-            "agent": min(agents, key=lambda r: r["runtime_s"]) if agents else None,
+            "agent": agent,
+            "agent_runtimes": [] if agent is None else [r["runtime_s"] for r in by_method[agent["method"]] if r["ok"]],
             "best_baseline": min(baselines, key=lambda r: r["runtime_s"]) if baselines else None,
             "lower_bound_s": any_row["lower_bound_s"], "cluster": any_row["cluster"], "benchmark": any_row["benchmark"],
         }
@@ -69,6 +73,8 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
         if agent is not None and baseline is not None:
             gain = f"{(baseline['runtime_s'] - agent['runtime_s']) / baseline['runtime_s']:+.1%}"
         agent_cell = f"{agent['runtime_s']:.3g} ({agent['method']})" if agent is not None else "-"
+        if len(info["agent_runtimes"]) > 1:
+            agent_cell += f"; mean {np.mean(info['agent_runtimes']):.3g} over {len(info['agent_runtimes'])} seeds"
         cells = [task, *(_cell(info["best"].get(m)) for m, _ in columns), agent_cell,
                  f"{info['lower_bound_s']:.3g}", gain]
         lines.append("| " + " | ".join(cells) + " |")
