@@ -170,14 +170,22 @@ def export_best(benchmark: str, cluster: str, placement: Any, path: Path) -> str
         return f"note: no placed TF graph written ({type(error).__name__}: {error})"
 
 
-def positive_int(text: str) -> int:
+def _integer(text: str, least: int, kind: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid positive integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+        raise argparse.ArgumentTypeError(f"invalid {kind}: {text!r}") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"expected a {kind}, got {text}")
     return value
+
+
+def positive_int(text: str) -> int:
+    return _integer(text, 1, "positive integer")
+
+
+def non_negative_int(text: str) -> int:
+    return _integer(text, 0, "whole number >= 0")
 
 
 def _finite_number(text: str) -> float:

@@ -14,7 +14,8 @@
 
 ``policy(features, allowed, samples=K)`` samples K placements and returns their summed log-prob
 and entropy (with gradients); ``policy(features, allowed, actions=A)`` scores given placements;
-with both, one pass samples K and scores A (self-imitation).
+with both, one pass samples K and scores A (self-imitation). ``policy.decode`` also returns every
+group's device distribution (local moves around the best placement, in the trainer).
 """
 from __future__ import annotations
 
@@ -66,12 +67,17 @@ class Seq2SeqPolicy(nn.Module):
         h0, c0 = torch.tanh(self.bridge(summary)).chunk(2)
         return out, (h0[None], c0[None])
 
-    def forward(self, features: torch.Tensor, allowed: torch.Tensor, *, samples: int = 0,
-                actions: torch.Tensor | None = None, temperature: float = 1.0, noise_std: float = 0.0,
-                explore: float = 0.0, generator: torch.Generator | None = None, greedy: bool = False
-                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(actions [K+E, n] int64, log_prob [K+E], entropy [K+E]): ``samples`` (K) sampled placements, then
-        the E given ``actions`` [E, n] scored, in one pass over the groups.
+    def forward(self, features: torch.Tensor, allowed: torch.Tensor, **kwargs) -> tuple[torch.Tensor, ...]:
+        """(actions [K+E, n] int64, log_prob [K+E], entropy [K+E]); the arguments are :meth:`decode`'s."""
+        return self.decode(features, allowed, **kwargs)[:3]
+
+    def decode(self, features: torch.Tensor, allowed: torch.Tensor, *, samples: int = 0,
+               actions: torch.Tensor | None = None, temperature: float = 1.0, noise_std: float = 0.0,
+               explore: float = 0.0, generator: torch.Generator | None = None, greedy: bool = False
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(actions [K+E, n] int64, log_prob [K+E], entropy [K+E], step_log_probs [K+E, n, D]): ``samples`` (K)
+        sampled placements, then the E given ``actions`` [E, n] scored, in one pass over the groups;
+        ``step_log_probs`` (no gradient) are each row's per-group device distributions, given its own earlier groups.
 
         ``features`` [n, F], ``allowed`` [n, D] bool. ``greedy``: the K rows take the most likely device
         instead of sampling. ``explore`` = e: each group's distribution is (1 - e) * the network's + e * uniform
@@ -100,7 +106,7 @@ class Seq2SeqPolicy(nn.Module):
         w_hh = self.decoder.weight_hh.T
         h, c = h.expand(k, -1), c.expand(k, -1)
         prev = torch.full((k,), self.n_devices, dtype=torch.long)
-        chosen, log_prob, entropy = [], torch.zeros(k), torch.zeros(k)
+        chosen, steps, log_prob, entropy = [], [], torch.zeros(k), torch.zeros(k)
         uniform = allowed / allowed.sum(dim=1, keepdim=True)
         for t in range(n):
             gates = device_part[prev] + group_part[t] + h @ w_hh
@@ -128,5 +134,6 @@ class Seq2SeqPolicy(nn.Module):
             safe = logp.masked_fill(~allowed[t], 0.0)  # 0 * -inf would make NaN gradients
             entropy = entropy - (safe.exp() * safe).masked_fill(~allowed[t], 0.0).sum(dim=1)
             chosen.append(a)
+            steps.append(logp.detach())
             prev = a
-        return torch.stack(chosen, dim=1), log_prob, entropy
+        return torch.stack(chosen, dim=1), log_prob, entropy, torch.stack(steps, dim=1)

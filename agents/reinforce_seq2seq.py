@@ -13,9 +13,11 @@ advantages are divided by an EMA of the successful rewards' spread and clipped t
 swamp), and logits get Gaussian noise for the first ``noise_updates`` updates (TF's placer).
 Off by default, on for warm-started runs (``FINE_TUNING``): self-imitation (``self_imitation``,
 ``elites``; after Oh et al., ICML 2018, and the cross-entropy step of Post, Gao et al., NeurIPS 2018)
-adds ``-w * mean log p(elite)`` over the fastest distinct placements seen so far, and an exploration
+adds ``-w * mean log p(elite)`` over the fastest distinct placements seen so far; an exploration
 floor (``explore``) mixes each group's distribution with a uniform one over its allowed devices, so
-the policy keeps searching around its elite after it has converged on it.
+the policy keeps searching around its elite after it has converged on it; and ``local_moves`` of the
+K placements per update are the best so far with 1-4 groups moved where the policy doubts it (they
+are evaluated and may become the best, but take no part in the REINFORCE step or its baseline).
 
 * ``train(...)``: train on a benchmark for an evaluation or wall budget, logging to ``out_dir``
   (``log.csv`` and the same scalars under ``tensorboard/``, ``checkpoint.pt``, ``best_placement.json``,
@@ -49,8 +51,8 @@ import numpy as np
 import torch
 
 from agents.outputs import (BEST_JSON, BEST_PB, CURVE, LOG, TENSORBOARD, TensorBoardLog, atomic_write, baseline_table,
-                            check_task_arguments, curve_references, export_best, non_negative_float, plot_curve,
-                            positive_float, positive_int, run_dir, write_log)
+                            check_task_arguments, curve_references, export_best, non_negative_float, non_negative_int,
+                            plot_curve, positive_float, positive_int, run_dir, write_log)
 from agents.policy import Seq2SeqPolicy, group_features
 from placement_env.errors import PlacementEnvError
 
@@ -64,9 +66,12 @@ SELF_IMITATION = {"self_imitation": 1.0, "elites": 1, "explore": 2.0}
 # self-imitation and an exploration floor, lr 3e-3 wrecked the imitation in one update on nmt, and at 1e-4 the
 # policy moved too slowly to follow its own improvements. The floor is 1 group, not 2: with 2 (and imitation to
 # 0.99) samples on nmt / 4 GPUs strayed 10-27 groups from the best and fine-tuning gained half as much.
-FINE_TUNING = {**SELF_IMITATION, "explore": 1.0, "lr": 1e-3, "logits_noise": 0.0}
+# Local moves: the policy's samples stray from its best (its mode lags behind the best by 3-10 groups on nmt /
+# 4 GPUs), so runs stalled 7-8% over the expert with faster single-group moves left untried.
+FINE_TUNING = {**SELF_IMITATION, "explore": 1.0, "lr": 1e-3, "logits_noise": 0.0, "local_moves": 2}
 CHECKPOINT_EVERY = 25  # updates
-CHECKPOINT_FORMAT = 2  # 2: dot-product attention, elites
+MOVE_SIZES = torch.tensor([8.0, 4.0, 2.0, 1.0])  # relative odds that a local move changes 1, 2, 3 or 4 groups
+CHECKPOINT_FORMAT = 3  # 2: dot-product attention, elites; 3: local moves
 
 EvaluateBatch = Callable[[np.ndarray], list]
 
@@ -92,6 +97,7 @@ class Config:
     warm_start_prob: float = 0.999  # ... until it gives that placement this probability per group
     self_imitation: float = 0.0  # weight of -log p(elite) in the loss (0: off, as in the paper)
     elites: int = 4  # the fastest distinct placements seen so far that self-imitation pulls towards
+    local_moves: int = 0  # of the K placements per update, this many are the best so far with a few groups moved
 
 
 @dataclass
@@ -147,6 +153,8 @@ class Trainer:
         self.best_runtime_s = float("inf")
         self.best_placement: np.ndarray | None = None
         self.elites: list[tuple[float, np.ndarray]] = []  # (runtime, placement), fastest first, distinct
+        self.moved_from: np.ndarray | None = None  # the best placement the local moves in self.tried were made from
+        self.tried: set[bytes] = set()
 
     def record(self, runtime_s: float, placement: np.ndarray) -> None:
         """Note a successful placement: the best so far and the elites."""
@@ -161,29 +169,37 @@ class Trainer:
         del self.elites[self.config.elites:]
 
     def update(self, evaluate_batch: EvaluateBatch, samples: int | None = None) -> dict[str, float]:
-        """Sample, evaluate, take one REINFORCE step; the log row of this update."""
+        """Sample, evaluate, take one REINFORCE step; the log row of this update (its statistics are of the
+        policy's own samples, not of the local moves)."""
         cfg = self.config
         k = samples or cfg.samples
+        moves = min(cfg.local_moves, k - 1) if self.best_placement is not None else 0
+        sampled = k - moves
         noise = cfg.logits_noise if self.updates < cfg.noise_updates else 0.0
         self.policy.train()
-        elites = None
-        if cfg.self_imitation > 0 and self.elites:
-            elites = torch.as_tensor(np.stack([p for _, p in self.elites]), dtype=torch.long)
-        actions, log_prob, entropy = self.policy(self.features, self.allowed, samples=k, actions=elites,
-                                                 temperature=cfg.temperature, noise_std=noise,
-                                                 explore=min(cfg.explore / len(self.features), 0.5),
-                                                 generator=self.generator)
-        elite_log_prob, log_prob, entropy = log_prob[k:], log_prob[:k], entropy[:k]
-        placements = actions[:k].numpy()
+        given = [self.best_placement] if moves else []  # scored for its per-group distributions
+        n_elites = len(self.elites) if cfg.self_imitation > 0 else 0
+        given += [p for _, p in self.elites[:n_elites]]
+        actions, log_prob, entropy, step_log_probs = self.policy.decode(
+            self.features, self.allowed, samples=sampled,
+            actions=torch.as_tensor(np.stack(given), dtype=torch.long) if given else None,
+            temperature=cfg.temperature, noise_std=noise, explore=min(cfg.explore / len(self.features), 0.5),
+            generator=self.generator)
+        elite_log_prob = log_prob[len(log_prob) - n_elites:]
+        log_prob, entropy = log_prob[:sampled], entropy[:sampled]
+        placements = actions[:sampled].numpy()
+        if moves:
+            placements = np.concatenate([placements, self._local_moves(step_log_probs[sampled], moves)])
         measurements = list(evaluate_batch(placements))
         if len(measurements) != k:
             raise RuntimeError(f"the evaluator returned {len(measurements)} measurements for {k} placements")
         self.evaluations += k
-        ok = np.array([bool(m.ok) for m in measurements])
-        charged = np.array([_charged(m, cfg.failing_signal) for m in measurements])
+        ok_all = np.array([bool(m.ok) for m in measurements])
+        charged_all = np.array([_charged(m, cfg.failing_signal) for m in measurements])
+        for i in np.flatnonzero(ok_all):
+            self.record(float(charged_all[i]), placements[i])
+        ok, charged = ok_all[:sampled], charged_all[:sampled]
         rewards = -np.sqrt(charged)
-        for i in np.flatnonzero(ok):
-            self.record(float(charged[i]), placements[i])
         if ok.any():  # the baseline skips failing samples
             mean, spread = float(rewards[ok].mean()), float(rewards[ok].std())
             d = cfg.baseline_decay
@@ -197,7 +213,7 @@ class Trainer:
             advantages = np.clip(advantages, -cfg.advantage_clip, cfg.advantage_clip)
         n = self.features.shape[0]
         loss = -(torch.as_tensor(advantages, dtype=torch.float32) * log_prob).mean() - cfg.entropy * entropy.mean()
-        if elite_log_prob.numel():
+        if n_elites:
             loss = loss - cfg.self_imitation * elite_log_prob.mean()
         self.optimizer.zero_grad()
         loss.backward()
@@ -211,6 +227,42 @@ class Trainer:
             "success_rate": float(ok.mean()), "best_runtime_s": self.best_runtime_s,
             "entropy": float(entropy.mean().item() / n), "baseline": baseline,
         }
+
+    def _local_moves(self, best_log_probs: torch.Tensor, count: int) -> np.ndarray:
+        """[count, n]: the best placement with 1-4 groups moved (1 half the time, each more half as often).
+
+        The policy guides the moves: half of a group's chance to move is the policy's doubt about the best's
+        device there (1 - p, given the best's earlier groups), half is uniform; the new device is drawn half from
+        the policy, half uniformly from the group's other allowed devices. Placements already tried around
+        this best are drawn again (up to 8 times)."""
+        best = self.best_placement
+        if not np.array_equal(best, self.moved_from):
+            self.moved_from, self.tried = best.copy(), set()
+        allowed = self.allowed.numpy()
+        others = allowed.copy()
+        others[np.arange(len(best)), best] = False
+        movable = others.any(axis=1)
+        probs = best_log_probs.exp().numpy() * others  # the policy's weight on each other device
+        doubt = probs.sum(axis=1)
+        weights = movable * (0.5 * doubt / max(doubt.sum(), 1e-12) + 0.5 / max(movable.sum(), 1))
+        device_weights = 0.5 * probs / np.maximum(doubt, 1e-12)[:, None] + \
+            0.5 * others / np.maximum(others.sum(axis=1), 1)[:, None]
+        out = np.repeat(best[None], count, axis=0)
+        if not movable.any():
+            return out
+        weights_t = torch.as_tensor(weights, dtype=torch.float64)
+        device_weights_t = torch.as_tensor(device_weights, dtype=torch.float64)
+        for row in out:
+            for _ in range(8):
+                size = int(torch.multinomial(MOVE_SIZES, 1, generator=self.generator)) + 1
+                groups = torch.multinomial(weights_t, min(size, int(movable.sum())), generator=self.generator)
+                row[:] = best
+                row[groups.numpy()] = torch.multinomial(device_weights_t[groups], 1,
+                                                        generator=self.generator).squeeze(1).numpy()
+                if row.tobytes() not in self.tried:
+                    break
+            self.tried.add(row.tobytes())
+        return out
 
     def imitate(self, placement: np.ndarray, *, target_prob: float, max_steps: int = 300, lr: float = 3e-3) -> int:
         """Warm start: fit the policy to ``placement`` (teacher forcing, its own Adam) until the geometric mean
@@ -246,6 +298,7 @@ class Trainer:
             "best_runtime_s": self.best_runtime_s,
             "best_placement": None if self.best_placement is None else self.best_placement.tolist(),
             "elites": [(r, p.tolist()) for r, p in self.elites],
+            "moved_from": None if self.moved_from is None else self.moved_from.tolist(), "tried": sorted(self.tried),
             "torch_rng": torch.get_rng_state(), "generator": self.generator.get_state(),
         }
 
@@ -259,6 +312,8 @@ class Trainer:
         best = state["best_placement"]
         self.best_placement = None if best is None else np.asarray(best, np.int64)
         self.elites = [(float(r), np.asarray(p, np.int64)) for r, p in state["elites"]]
+        self.moved_from = None if state["moved_from"] is None else np.asarray(state["moved_from"], np.int64)
+        self.tried = set(state["tried"])
         torch.set_rng_state(state["torch_rng"])
         self.generator.set_state(state["generator"])
 
@@ -536,6 +591,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--explore", type=non_negative_float, default=None, metavar="GROUPS",
                         help="per sampled placement, the expected number of groups put on a uniformly random device "
                              f"(default: {Config.explore:g}{tuned(FINE_TUNING['explore'])})")
+    parser.add_argument("--local-moves", type=non_negative_int, default=None, metavar="PLACEMENTS",
+                        help="of the K placements per update, how many are the best so far with 1-4 groups moved, "
+                             f"guided by the policy (default: {Config.local_moves}{tuned(FINE_TUNING['local_moves'])})")
     parser.add_argument("--warm-start", default=None, metavar="METHOD",
                         help="first imitate this baseline's placement ('best': the fastest of "
                              f"{', '.join(WARM_START_CANDIDATES)}); default: none, from scratch as in the paper")
@@ -567,7 +625,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.warm_start not in METHODS:
             parser.error(f"argument --warm-start: unknown method {args.warm_start!r}; choose from best, "
                          f"{', '.join(METHODS)}")
-    flags = {name: getattr(args, name) for name in ("lr", "self_imitation", "elites", "explore")}
+    flags = {name: getattr(args, name) for name in ("lr", "self_imitation", "elites", "explore", "local_moves")}
     config = Config(**{**(FINE_TUNING if args.warm_start else {}), **{k: v for k, v in flags.items() if v is not None},
                        "entropy": args.entropy, "hidden": args.hidden, "warm_start": args.warm_start})
 

@@ -148,6 +148,60 @@ def test_self_imitation_pulls_the_policy_towards_the_best_placement():
     assert after == pytest.approx(before, abs=0.3)
 
 
+def test_decode_gives_each_groups_distribution():
+    """``decode``'s per-group distributions sum to 1 over the allowed devices, and a row's log-prob is the sum of
+    its chosen devices' entries."""
+    policy, features, allowed = toy_policy()
+    given = torch.tensor([[0, 1, 2, 0, 1]])
+    with torch.no_grad():
+        actions, log_prob, _, steps = policy.decode(features, allowed, samples=3, actions=given, explore=0.2,
+                                                    generator=torch.Generator().manual_seed(0))
+    assert steps.shape == (4, 5, 3)
+    assert torch.allclose(steps.exp().sum(dim=2), torch.ones(4, 5), atol=1e-5)
+    assert (steps.exp()[:, ~allowed] == 0).all()
+    chosen = steps.gather(2, actions[:, :, None]).squeeze(2).sum(dim=1)
+    assert torch.allclose(chosen, log_prob, atol=1e-5)
+
+
+def test_local_moves_stay_next_to_the_best_placement():
+    """With ``local_moves`` the last placements of an update are the best with 1-4 groups moved to other allowed
+    devices, none tried twice around the same best; the log row's statistics are of the policy's samples."""
+    n = 12
+    allowed = np.ones((n, 3), bool)
+    allowed[4, 1:] = False  # group 4 cannot move
+    trainer = Trainer(np.random.default_rng(0).normal(size=(n, 3)).astype(np.float32), allowed,
+                      Config(samples=10, hidden=8, local_moves=8), seed=0)
+    best = np.zeros(n, np.int64)
+    trainer.record(9.0, best)
+    seen = []
+
+    def evaluate(placements):
+        seen.append(placements.copy())
+        return [Measurement(runtime_s=16.0 if i < 2 else 25.0, ok=True) for i in range(len(placements))]
+
+    for _ in range(3):
+        row = trainer.update(evaluate)
+    moved = np.concatenate([batch[2:] for batch in seen])
+    changed = (moved != best).sum(axis=1)
+    assert changed.min() >= 1 and changed.max() <= 4
+    assert (moved[:, 4] == 0).all() and allowed[np.arange(n)[None], moved].all()
+    assert len({p.tobytes() for p in moved}) == len(moved) == 24
+    assert row["mean_runtime_s"] == 16.0 and trainer.evaluations == 30
+    # a faster local move becomes the best, and the next moves start from it
+    seen.clear()
+    trainer.update(lambda placements: [Measurement(runtime_s=1.0 if i == 5 else 25.0, ok=True)
+                                       for i in range(len(placements))])
+    assert trainer.best_runtime_s == 1.0
+    faster = trainer.best_placement
+    trainer.update(evaluate)
+    assert ((seen[0][2:] != faster).sum(axis=1) <= 4).all() and ((seen[0][2:] != faster).sum(axis=1) >= 1).all()
+    # the moves tried so far survive a checkpoint
+    state = trainer.state({})
+    again = Trainer(trainer.features.numpy(), allowed, trainer.config, seed=1)
+    again.load(state)
+    assert again.tried == trainer.tried and np.array_equal(again.moved_from, faster)
+
+
 def test_group_features_shape():
     from placement_env.env.core import DevicePlacementEnv
 
