@@ -99,6 +99,30 @@ class Config:
     elites: int = 4  # the fastest distinct placements seen so far that self-imitation pulls towards
     local_moves: int = 0  # of the K placements per update, this many are the best so far with a few groups moved
 
+    def __post_init__(self) -> None:
+        """A clear ValueError for a value out of range (also for a checkpoint's or ``dataclasses.replace``'s)."""
+        checks = {  # name -> (accepted, test)
+            **{name: ("an integer >= 1", lambda v: _is_int(v) and v >= 1) for name in ("samples", "hidden", "elites")},
+            **{name: ("an integer >= 0", lambda v: _is_int(v) and v >= 0) for name in ("local_moves", "noise_updates")},
+            **{name: ("a finite number > 0", lambda v: _is_real(v) and v > 0)
+               for name in ("lr", "temperature", "grad_clip", "advantage_clip", "failing_signal")},
+            **{name: ("a finite number >= 0", lambda v: _is_real(v) and v >= 0)
+               for name in ("entropy", "logits_noise", "explore", "self_imitation")},
+            **{name: ("a number in [0, 1]", lambda v: _is_real(v) and 0 <= v <= 1)
+               for name in ("baseline_decay", "warm_start_prob")},
+        }
+        for name, (accepted, test) in checks.items():
+            if not test(getattr(self, name)):
+                raise ValueError(f"Config.{name}={getattr(self, name)!r}; expected {accepted}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, (int, float, np.number)) and not isinstance(value, bool) and math.isfinite(value)
+
 
 @dataclass
 class TrainResult:
@@ -402,7 +426,7 @@ def _loop(trainer: Trainer, evaluate_batch: EvaluateBatch, *, budget: int | None
 def _check_positive_int(name: str, value: Any, allow_none: bool = True) -> None:
     if value is None and allow_none:
         return
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+    if not _is_int(value) or value < 1:
         raise ValueError(f"{name}={value!r}; expected a positive integer")
 
 

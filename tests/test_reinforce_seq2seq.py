@@ -202,6 +202,15 @@ def test_local_moves_stay_next_to_the_best_placement():
     assert again.tried == trainer.tried and np.array_equal(again.moved_from, faster)
 
 
+@pytest.mark.parametrize("field, value, accepted", [
+    ("local_moves", -1, "an integer >= 0"), ("samples", True, "an integer >= 1"), ("lr", 0.0, "a finite number > 0"),
+    ("explore", float("nan"), "a finite number >= 0"), ("warm_start_prob", 1.5, "a number in \\[0, 1\\]"),
+])
+def test_config_refuses_values_out_of_range(field, value, accepted):
+    with pytest.raises(ValueError, match=f"Config.{field}=.*; expected {accepted}"):
+        Config(**{field: value})
+
+
 def test_group_features_shape():
     from placement_env.env.core import DevicePlacementEnv
 
