@@ -97,7 +97,7 @@ class Config:
     warm_start_prob: float = 0.999  # ... until it gives that placement this probability per group
     self_imitation: float = 0.0  # weight of -log p(elite) in the loss (0: off, as in the paper)
     elites: int = 4  # the fastest distinct placements seen so far that self-imitation pulls towards
-    local_moves: int = 0  # of the K placements per update, this many are the best so far with a few groups moved
+    local_moves: int = 0  # this many (at most K - 1) of the K per update are the best with a few groups moved
 
     def __post_init__(self) -> None:
         """A clear ValueError for a value out of range (also for a checkpoint's or ``dataclasses.replace``'s)."""
