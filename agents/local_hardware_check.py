@@ -41,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
 
     from agents.reinforce_seq2seq import train
-    from baselines.base import Problem, solve
+    from placement_env.problem import Problem, solve
     from placement_env.benchmarks import load_benchmark
     from placement_env.calibration import calibrate
     from placement_env.cluster import load_cluster

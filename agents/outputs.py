@@ -108,7 +108,7 @@ def plot_curve(path: Path, history: Sequence[dict[str, float]], *, title: str = 
 def baseline_table(benchmark: str, cluster: str, runtime: str, ours: float, ours_label: str = "reinforce_seq2seq",
                    methods: Sequence[str] = BASELINE_METHODS) -> tuple[str, dict[str, float | None]]:
     """Markdown table of ``ours`` against the baselines, the lower bound and the gap to it."""
-    from baselines.base import Problem, solve
+    from placement_env.problem import Problem, solve
     from placement_env.benchmarks import load_benchmark
     from placement_env.cluster import load_cluster
 

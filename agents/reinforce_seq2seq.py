@@ -31,7 +31,7 @@ are evaluated and may become the best, but take no part in the REINFORCE step or
   baselines and writes ``best_placement.pb`` (the placed TF graph).
 
 ``evaluator=``: anything with ``.batch(placements [K, n]) -> list[Measurement]`` or such a callable
-(e.g. ``agents.parallel.ParallelEvaluator(...)``); by default the env's own evaluator.
+(e.g. ``placement_env.parallel.ParallelEvaluator(...)``); by default the env's own evaluator.
 """
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ from agents.outputs import (BEST_JSON, BEST_PB, CURVE, LOG, TENSORBOARD, TensorB
                             check_task_arguments, curve_references, export_best, non_negative_float, non_negative_int,
                             plot_curve, positive_float, positive_int, run_dir, write_log)
 from agents.policy import Seq2SeqPolicy, group_features
-from placement_env.errors import PlacementEnvError
+from placement_env.errors import CheckpointMismatchError, PlacementEnvError
 
 CHECKPOINT = "checkpoint.pt"
 LOG_COLUMNS = ("update", "evaluations", "wall_s", "mean_reward", "mean_runtime_s", "mean_ok_runtime_s", "success_rate",
@@ -135,10 +135,6 @@ class TrainResult:
     lower_bound_s: float = float("nan")
     out_dir: Path | None = None
     trainer: "Trainer | None" = None  # the trained policy, e.g. to sample more placements
-
-
-class CheckpointMismatchError(ValueError):
-    """``--resume`` with a checkpoint of another benchmark, cluster or runtime."""
 
 
 def _batch_function(evaluator: Any) -> EvaluateBatch:
@@ -363,7 +359,7 @@ def warm_start(trainer: Trainer, problem: Any, evaluate_batch: EvaluateBatch) ->
     """Imitate the placement of the baseline ``trainer.config.warm_start`` on ``problem`` ("best": the fastest of
     ``WARM_START_CANDIDATES`` that runs). Each candidate is evaluated once (one evaluation each) and counts
     as a sample of this run. A deviation from the paper, which started from scratch."""
-    from baselines.base import solve
+    from placement_env.problem import solve
 
     method = trainer.config.warm_start
     candidates = WARM_START_CANDIDATES if method == "best" else (method,)
@@ -491,7 +487,7 @@ def train(benchmark: str = "nmt", cluster: str = "paper-2gpu", runtime: str = "s
             trainer.load(state)
         evaluate_batch = _batch_function(evaluator) if evaluator is not None else task.evaluator.batch
         if state is None and cfg.warm_start:
-            from baselines.base import Problem
+            from placement_env.problem import Problem
 
             start = warm_start(trainer, Problem.from_env(env, seed=seed), evaluate_batch)
             if progress:
@@ -585,7 +581,7 @@ def place_self_imitation(problem: Any) -> np.ndarray:
 
 # ---- CLI ----
 def _parser() -> argparse.ArgumentParser:
-    from agents.parallel import BACKENDS
+    from placement_env.parallel import BACKENDS
     from placement_env.evaluation import RUNTIMES
 
     parser = argparse.ArgumentParser(
@@ -644,7 +640,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     check_task_arguments(parser, args)
     seconds = args.minutes * 60 if args.minutes is not None else (None if args.budget else DEFAULT_MINUTES * 60)
     if args.warm_start is not None and args.warm_start != "best":
-        from baselines import METHODS
+        from placement_env.problem import METHODS
 
         if args.warm_start not in METHODS:
             parser.error(f"argument --warm-start: unknown method {args.warm_start!r}; choose from best, "
@@ -666,7 +662,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     evaluator = None
     try:
         if backend != "local":
-            from agents.parallel import ParallelEvaluator
+            from placement_env.parallel import ParallelEvaluator
 
             evaluator = ParallelEvaluator(args.benchmark, args.cluster, args.runtime, backend=backend,
                                           workers=args.workers, address=args.ray_address)

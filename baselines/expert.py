@@ -69,9 +69,9 @@ import re
 
 import numpy as np
 
-from placement_env.errors import PlacementEnvError
+from placement_env.errors import NoExpertPlacementError
 
-from .base import Problem
+from placement_env.problem import Problem
 
 EXPERT_BENCHMARKS: tuple[str, ...] = ("rnnlm", "nmt", "inception_v3", "rnnlm-tiny", "nmt-tiny", "inception_v3-tiny")
 
@@ -81,10 +81,6 @@ _GRAD_SUFFIX = re.compile(r"_grad(?=/|$)")
 _LSTM = re.compile(r"^(?:(encoder|decoder)/)?lstm_(\d+)(?:/|$)")
 _STEM_END = "MaxPool_5a_3x3"
 _HEAD = ("Logits", "loss")
-
-
-class NoExpertPlacementError(PlacementEnvError, ValueError):
-    """The problem's benchmark has no expert placement (or the cluster has no GPU for it)."""
 
 
 def forward_scope(op_name: str) -> str:

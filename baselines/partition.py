@@ -48,22 +48,14 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from placement_env.errors import PlacementEnvError
+from placement_env.errors import MapperError, MapperNotFoundError, PlacementEnvError
 
-from .base import Problem
+from placement_env.problem import Problem
 
 SCOTCH_TIMEOUT_S = 120.0  # a mapper run on a 10^3-vertex graph takes well under a second
 SCOTCH_INSTALL = "apt-get install scotch"  # Debian/Ubuntu; the mapper is then /usr/bin/scotch_gmap
 _MAX_TOTAL_LOAD = 10**6  # integer vertex / edge load totals stay below this (no 32-bit overflow)
 _LINK_COST_SCALE = 10  # per-byte cost of the fastest link in an amk_grf target graph
-
-
-class MapperNotFoundError(PlacementEnvError, FileNotFoundError):
-    """The Scotch mapper (``scotch_gmap`` / ``gmap``) is not installed."""
-
-
-class MapperError(PlacementEnvError, RuntimeError):
-    """The Scotch mapper (or ``amk_grf``) failed, timed out or wrote an unreadable mapping."""
 
 
 @dataclass(frozen=True)

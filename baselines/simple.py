@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from placement_env.placements import random_placements, single_device
+from placement_env.placement import random_placements, single_device
 
-from .base import Problem
+from placement_env.problem import Problem
 
 RANDOM_SEARCH_DEFAULT_BUDGET = 100
 

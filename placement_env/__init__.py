@@ -7,16 +7,17 @@ Public API (TensorFlow is imported only when a function that needs it is first u
     g = pe.from_tf(obj)                   # your own GraphDef / MetaGraph / tf.Graph / function / Keras model
     c = pe.load_cluster("paper-2gpu")     # Cluster
     m = pe.evaluate(g, c, placement)      # Measurement; runtime="sim" | "grappler" | "measured"
+    pe.solve("expert", pe.Problem.make(g, c, budget=100))   # any method(problem) -> placement
 """
 from __future__ import annotations
 
 from importlib import import_module
 from typing import Any
 
-from .errors import (ClusterConfigError, GraphFormatError, GraphImportError, InvalidPlacementError,
-                     InvalidActionError, GraphMismatchError, NoTrainingOpError, PlacementEnvError, UnknownBenchmarkError, UnknownClusterError,
-                     UnknownShapeError)
+from . import errors
+from .errors import *  # noqa: F403 - every public error, listed in errors.__all__
 from .opgraph import DEVICE_KINDS, OpGraph
+from .placement import Measurement, allowed_devices, check_placement, random_placements, single_device
 
 __version__ = "0.1.0"
 
@@ -29,22 +30,27 @@ _LAZY = {
     "Device": "placement_env.cluster",
     "load_cluster": "placement_env.cluster",
     "cluster_from_spec": "placement_env.cluster",
-    "ClusterUnreachableError": "placement_env.cluster",
     "evaluate": "placement_env.evaluation",
     "lower_bound": "placement_env.evaluation",
     "Evaluator": "placement_env.evaluation",
     "DevicePlacementEnv": "placement_env.env",
+    "graph_features": "placement_env.env.features",
+    "GraphFeatures": "placement_env.env.features",
+    "ParallelEvaluator": "placement_env.parallel",
     "calibrate": "placement_env.calibration",
     "measured_costs": "placement_env.calibration",
+    "Problem": "placement_env.problem",
+    "Solution": "placement_env.problem",
+    "solve": "placement_env.problem",
+    "resolve_method": "placement_env.problem",
+    "METHODS": "placement_env.problem",
     "apply_placement": "placement_env.tf_import.export",
     "export_placed_graph": "placement_env.tf_import.export",
 }
 
 __all__ = [
-    "DEVICE_KINDS", "OpGraph", "PlacementEnvError", "GraphImportError", "NoTrainingOpError", "UnknownShapeError",
-    "UnknownBenchmarkError", "UnknownClusterError", "ClusterConfigError", "GraphFormatError", "InvalidPlacementError",
-    "InvalidActionError", "GraphMismatchError",
-    *_LAZY,
+    "DEVICE_KINDS", "OpGraph", "Measurement", "allowed_devices", "check_placement", "random_placements",
+    "single_device", *errors.__all__, *_LAZY,
 ]
 
 

@@ -43,7 +43,7 @@ def _describe(m) -> str:
 def bench_graph(name: str, cluster_name: str, n_sim: int, n_grappler: int, seed: int) -> dict[str, Any]:
     """Simulator and grappler timings on ``n_sim`` / ``n_grappler`` random placements of one benchmark."""
     import placement_env as pe
-    from placement_env.placements import random_placements, single_device
+    from placement_env.placement import random_placements, single_device
 
     graph = pe.load_benchmark(name)
     cluster = pe.load_cluster(cluster_name)
@@ -96,7 +96,7 @@ def _env_step_over_evaluate(graph, cluster, placements: np.ndarray) -> float:
 def bench_measured(name: str, n: int, seed: int) -> dict[str, Any]:
     """Measured runtime on ``local:2`` against the simulator, on ``n`` random placements of a small graph."""
     import placement_env as pe
-    from placement_env.placements import random_placements
+    from placement_env.placement import random_placements
 
     graph = pe.load_benchmark(name)
     cluster = pe.load_cluster("local:2")

@@ -15,7 +15,6 @@ import hashlib
 from importlib import metadata
 import json
 import logging
-import os
 import re
 from importlib import import_module
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from .cache import cache_dir
 from .errors import GraphFormatError, UnknownBenchmarkError
 from .grouping import DEFAULT_MAX_GROUPS, group_ops
 from .models.sizes import PARAMS, SYNTHETIC_PAPER
@@ -37,13 +37,6 @@ log = logging.getLogger(__name__)
 def benchmark_names() -> list[str]:
     """The fixed benchmark names; ``synthetic:<seed>`` accepts any non-negative integer seed."""
     return [*PAPER_MODELS, *(f"{m}-tiny" for m in PAPER_MODELS), "synthetic-tiny"]
-
-
-def cache_dir() -> Path:
-    """Where built graphs are cached: ``$PLACEMENT_ENV_CACHE`` or the user's cache directory."""
-    if "PLACEMENT_ENV_CACHE" in os.environ:
-        return Path(os.environ["PLACEMENT_ENV_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "placement_env"
 
 
 def load_benchmark(name: str, *, max_groups: int = DEFAULT_MAX_GROUPS, use_cache: bool = True,

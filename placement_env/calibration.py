@@ -35,7 +35,7 @@ import numpy as np
 from .cluster import Cluster
 from .costs import OpCosts, _type_key, analytical_costs
 from .opgraph import OpGraph
-from .placements import random_placements, single_device
+from .placement import random_placements, single_device
 
 __all__ = ["Calibration", "FitResult", "calibrate", "fit_simulator", "fidelity", "measured_costs",
            "calibrated_cluster", "simulated_runtimes"]

@@ -26,12 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ClusterConfigError, PlacementEnvError, UnknownClusterError
+from .errors import ClusterConfigError, ClusterUnreachableError, UnknownClusterError
 from .opgraph import DEVICE_KINDS  # index = value in Cluster.kinds
-
-class ClusterUnreachableError(PlacementEnvError, ConnectionError):
-    """A server of a TF cluster (``cluster_from_spec``) did not answer in time."""
-
 
 MAX_LOCAL_WORKERS = 64  # one TF server process per worker; more than this is surely a typo
 

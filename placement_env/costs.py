@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from .cache import cache_dir
 from .cluster import Cluster, Device
 from .opgraph import OpGraph
 
@@ -165,7 +166,7 @@ def _measure_one_type(graph: OpGraph, device: Device) -> tuple[np.ndarray, int]:
     STATS["grappler_runs"] += 1
     seconds = np.zeros(graph.n_ops)
     reported = np.zeros(graph.n_ops, dtype=bool)
-    index = graph._index_by_name
+    index = graph.index_by_name
     for perf in op_perfs:
         i = index.get(perf.node)
         if i is None:
@@ -210,7 +211,6 @@ def analytical_costs(graph: OpGraph, cluster: Cluster, *, use_cache: bool = True
     Ops without a kernel for a device kind still get the analytical cost (grappler works from
     shapes and types, not kernels); such placements fail at run time, not here.
     """
-    from .benchmarks import cache_dir
 
     columns: dict[tuple, tuple[np.ndarray, int]] = {}
     for device in cluster.devices:

@@ -1,4 +1,31 @@
-"""Exceptions raised by placement_env; each message names the bad value and what is accepted."""
+"""Every public error of placement_env, its baselines and agents; each message names the bad value and what is accepted."""
+
+__all__ = [
+    "PlacementEnvError",
+    "GraphImportError",
+    "NoTrainingOpError",
+    "UnknownShapeError",
+    "UnknownBenchmarkError",
+    "UnknownClusterError",
+    "ClusterConfigError",
+    "GraphFormatError",
+    "InvalidPlacementError",
+    "InvalidActionError",
+    "GraphMismatchError",
+    "ClusterUnreachableError",
+    "IsolationError",
+    "DriverError",
+    "RayUnreachableError",
+    "WorkerStartError",
+    "BudgetExhausted",
+    "UnknownMethodError",
+    "ResultsFormatError",
+    "UnknownSuiteError",
+    "MapperNotFoundError",
+    "MapperError",
+    "NoExpertPlacementError",
+    "CheckpointMismatchError",
+]
 
 
 class PlacementEnvError(Exception):
@@ -49,3 +76,64 @@ class InvalidActionError(PlacementEnvError, ValueError):
 
 class GraphMismatchError(PlacementEnvError, ValueError):
     """A placement was applied to a TF graph that does not hold the OpGraph's ops."""
+
+
+# ---- cluster and runtimes ----
+class ClusterUnreachableError(PlacementEnvError, ConnectionError):
+    """A server of a TF cluster (``cluster_from_spec``) did not answer in time."""
+
+
+class IsolationError(PlacementEnvError, RuntimeError):
+    """The local workers cannot be put in a private network namespace on this machine."""
+
+
+class DriverError(PlacementEnvError, RuntimeError):
+    """The driver process failed to start or broke the protocol."""
+
+
+class RayUnreachableError(PlacementEnvError, ConnectionError):
+    """The Ray cluster at the given address does not answer."""
+
+
+class WorkerStartError(PlacementEnvError, RuntimeError):
+    """The parallel workers could not be started (or did not become ready in time)."""
+
+
+# ---- methods and the harness ----
+class BudgetExhausted(PlacementEnvError, RuntimeError):
+    """A method asked for more runtime evaluations than its budget allows."""
+
+
+class UnknownMethodError(PlacementEnvError, KeyError):
+    """A method name that is neither built in nor an importable ``module:callable``."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+class ResultsFormatError(PlacementEnvError, ValueError):
+    """A results file line that is not a valid row (bad JSON, a missing column, a bad value)."""
+
+
+class UnknownSuiteError(PlacementEnvError, KeyError):
+    """A suite name that is not defined."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+# ---- raised by the baselines and agents (defined here so that every public error is in one place) ----
+class MapperNotFoundError(PlacementEnvError, FileNotFoundError):
+    """The Scotch mapper (``scotch_gmap`` / ``gmap``) is not installed."""
+
+
+class MapperError(PlacementEnvError, RuntimeError):
+    """The Scotch mapper (or ``amk_grf``) failed, timed out or wrote an unreadable mapping."""
+
+
+class NoExpertPlacementError(PlacementEnvError, ValueError):
+    """The problem's benchmark has no expert placement (or the cluster has no GPU for it)."""
+
+
+class CheckpointMismatchError(PlacementEnvError, ValueError):
+    """``--resume`` with a checkpoint of another benchmark, cluster or runtime."""

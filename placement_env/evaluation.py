@@ -21,7 +21,7 @@ from .cluster import Cluster, load_cluster
 from .costs import OpCosts, analytical_costs
 from .costs import lower_bound as _lower_bound
 from .opgraph import OpGraph
-from .runtime.measurement import Measurement, check_placement
+from .placement import Measurement, check_placement
 
 RUNTIMES = ("sim", "grappler", "measured")
 

@@ -170,12 +170,13 @@ class OpGraph:
     def index_of(self, op_name: str) -> int:
         """Index of the op called ``op_name``."""
         try:
-            return self._index_by_name[op_name]
+            return self.index_by_name[op_name]
         except KeyError:
             raise KeyError(f"no op named {op_name!r} in graph {self.name!r} ({self.n_ops} ops)") from None
 
     @cached_property
-    def _index_by_name(self) -> dict[str, int]:
+    def index_by_name(self) -> dict[str, int]:
+        """Op name -> op index (built once per graph)."""
         return {name: i for i, name in enumerate(self.op_names.tolist())}
 
     def with_groups(self, group: np.ndarray, **meta: Any) -> "OpGraph":

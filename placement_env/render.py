@@ -33,7 +33,7 @@ import numpy as np
 
 from .cluster import Cluster
 from .opgraph import OpGraph
-from .runtime.measurement import Measurement
+from .placement import Measurement
 
 __all__ = ["gantt_rgb", "save_gantt", "ansi_table", "memory_curves"]
 

@@ -5,7 +5,7 @@ import pytest
 
 import placement_env as pe
 from agents.sb3 import policy_placement, train
-from placement_env.placements import random_placements
+from placement_env.placement import random_placements
 from tf_helpers import tensorboard_scalars
 
 TINY = "DevicePlacement-Tiny-v0"

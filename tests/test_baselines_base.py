@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import placement_env as pe
-from baselines.base import BudgetExhausted, Problem, UnknownMethodError, resolve_method, solve
+from placement_env import BudgetExhausted, Problem, UnknownMethodError, resolve_method, solve
 
 
 def test_problem_from_env_uses_the_envs_graph_and_runtime():

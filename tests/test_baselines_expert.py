@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import placement_env as pe
-from baselines import METHODS
-from baselines.base import Problem, resolve_method, solve
+from placement_env.problem import METHODS
+from placement_env.problem import Problem, resolve_method, solve
 from baselines.expert import (EXPERT_BENCHMARKS, NoExpertPlacementError, _balanced_chunks, block_gpus, expert,
                               forward_scope)
 from placement_env.models.inception_v3 import BLOCKS

@@ -7,7 +7,7 @@ import pytest
 
 import placement_env as pe
 from baselines import list_scheduling as ls
-from baselines.base import Problem, solve
+from placement_env.problem import Problem, solve
 from baselines.simple import single_gpu
 
 METHODS = {"heft": ls.heft, "m_topo": ls.m_topo, "m_etf": ls.m_etf}

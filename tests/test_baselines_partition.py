@@ -6,7 +6,7 @@ import pytest
 
 import placement_env as pe
 from baselines import partition
-from baselines.base import Problem, resolve_method
+from placement_env.problem import Problem, resolve_method
 from placement_env.errors import PlacementEnvError
 
 

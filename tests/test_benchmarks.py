@@ -5,7 +5,8 @@ import pytest
 
 import placement_env as pe
 from placement_env import UnknownBenchmarkError
-from placement_env.benchmarks import PAPER_MODELS, cache_dir
+from placement_env.benchmarks import PAPER_MODELS
+from placement_env.cache import cache_dir
 from tf_helpers import assert_hard_constraints, run_step
 
 GIB = 2**30
@@ -72,8 +73,8 @@ def test_paper_benchmarks_at_paper_scale(name):
 @pytest.mark.slow
 def test_nmt_does_not_fit_one_12gb_gpu_but_fits_two():
     """The paper's table shape: single-GPU NMT is out of memory; the expert's 2-GPU split runs."""
-    from baselines.base import Problem, solve
-    from placement_env.placements import single_device
+    from placement_env.problem import Problem, solve
+    from placement_env.placement import single_device
 
     graph, cluster = pe.load_benchmark("nmt"), pe.load_cluster("paper-2gpu")
     one = pe.evaluate(graph, cluster, single_device(graph, cluster, 1))

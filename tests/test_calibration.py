@@ -9,7 +9,7 @@ import pytest
 import placement_env as pe
 from placement_env.calibration import (Calibration, calibrate, calibrated_cluster, fidelity, fit_and_report,
                                        fit_simulator, simulated_runtimes, with_link)
-from placement_env.placements import random_placements
+from placement_env.placement import random_placements
 from placement_env.costs import analytical_costs
 from placement_env.runtime import measured
 from placement_env.runtime.measured import MeasuredRuntime
@@ -138,7 +138,7 @@ def test_calibrate_excludes_failed_measurements(synth, local2, synth_costs):
                 return pe_measurement(False)
             return pe_measurement(True, truth[k])
 
-    from placement_env.runtime.measurement import Measurement
+    from placement_env.placement import Measurement
 
     def pe_measurement(ok, t=float("nan")):
         return Measurement(runtime_s=t, ok=ok, failure="" if ok else "crash")

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from baselines.base import UnknownMethodError
+from placement_env.errors import UnknownMethodError
 from placement_env import harness
 from placement_env.cli import main
 from placement_env.harness import ResultsFormatError, UnknownSuiteError, read_rows, run_suite, validate

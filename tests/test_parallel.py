@@ -1,4 +1,4 @@
-"""agents.parallel.ParallelEvaluator: same answers as a local Evaluator, survives dead workers, clear errors."""
+"""placement_env.parallel.ParallelEvaluator: same answers as a local Evaluator, survives dead workers, clear errors."""
 import functools
 import os
 import signal
@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import placement_env as pe
-from agents.parallel import ParallelEvaluator, RayUnreachableError
-from placement_env.placements import random_placements
+from placement_env.parallel import ParallelEvaluator, RayUnreachableError
+from placement_env.placement import random_placements
 
 BENCH, CLUSTER = "rnnlm-tiny", "paper-2gpu"
 
@@ -215,5 +215,5 @@ def test_bad_arguments():
 
 
 def test_import_does_not_import_ray():
-    code = "import sys, agents.parallel; assert 'ray' not in sys.modules, 'ray imported'"
+    code = "import sys, placement_env.parallel; assert 'ray' not in sys.modules, 'ray imported'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])

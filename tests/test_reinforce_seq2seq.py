@@ -12,7 +12,7 @@ import torch
 from agents.policy import Seq2SeqPolicy, group_features
 from agents.reinforce_seq2seq import (CHECKPOINT, FINE_TUNING, LOG, WARM_START_CANDIDATES, CheckpointMismatchError,
                                       Config, Trainer, load_checkpoint, main, place, place_self_imitation, train)
-from placement_env.runtime.measurement import Measurement
+from placement_env.placement import Measurement
 from tf_helpers import tensorboard_scalars
 
 
@@ -225,7 +225,7 @@ def test_training_improves_over_random(tmp_path):
     """A short run on rnnlm-tiny ends well below the mean random placement."""
     from placement_env.benchmarks import load_benchmark
     from placement_env.evaluation import Evaluator
-    from placement_env.placements import allowed_devices
+    from placement_env.placement import allowed_devices
 
     graph = load_benchmark("rnnlm-tiny")
     evaluator = Evaluator(graph, "paper-2gpu")
@@ -289,7 +289,7 @@ def test_resume_with_other_benchmark_is_refused(tmp_path):
 
 @pytest.mark.parametrize("method", [place, place_self_imitation])
 def test_place_respects_budget(method):
-    from baselines.base import Problem, solve
+    from placement_env.problem import Problem, solve
     from placement_env.benchmarks import load_benchmark
     from placement_env.cluster import load_cluster
 
@@ -303,7 +303,7 @@ def test_place_respects_budget(method):
 
 
 def test_place_through_resolve_method():
-    from baselines.base import resolve_method
+    from placement_env.problem import resolve_method
 
     assert resolve_method("agents.reinforce_seq2seq:place") is place
 
@@ -413,7 +413,7 @@ def test_cli_unreachable_ray_address_is_a_clear_error(tmp_path, capsys):
 
 @pytest.mark.parametrize("method", ["expert", "best"])
 def test_warm_start_starts_from_the_baseline(method, tmp_path):
-    from baselines.base import Problem, solve
+    from placement_env.problem import Problem, solve
     from placement_env.benchmarks import load_benchmark
     from placement_env.cluster import load_cluster
 

@@ -10,7 +10,7 @@ import pytest
 from placement_env import render
 from placement_env.cluster import Cluster
 from placement_env.costs import analytical_costs
-from placement_env.runtime.measurement import Measurement
+from placement_env.placement import Measurement
 from placement_env.runtime.simulated import simulate
 
 

@@ -1,7 +1,7 @@
 """A stand-in third-party placement method, plugged into the harness by import path only."""
 import numpy as np
 
-from placement_env.placements import random_placements
+from placement_env.placement import random_placements
 
 CALLS = {"n": 0}
 

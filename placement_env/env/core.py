@@ -37,8 +37,8 @@ from ..errors import InvalidActionError
 from ..evaluation import RUNTIMES, Evaluator
 from ..grouping import DEFAULT_MAX_GROUPS, group_ops
 from ..opgraph import OpGraph
-from ..placements import allowed_devices, single_device
-from ..runtime.measurement import Measurement
+from ..placement import allowed_devices, single_device
+from ..placement import Measurement
 from .features import GraphFeatures, graph_features, observation_fields
 from .rewards import DEFAULT_FAILING_SIGNAL_S, REWARDS, charged_runtime, check_failing_signal, check_reward
 
@@ -177,6 +177,11 @@ class DevicePlacementEnv(gym.Env):
     def n_groups(self) -> int:
         return self.task.graph.n_groups
 
+    @property
+    def evaluator(self) -> Evaluator:
+        """The evaluator of the current graph with the env's runtime (what ``step`` charges)."""
+        return self.task.evaluator
+
     # ---- evaluation and rewards ----
     def _reward_of(self, runtime_s: float) -> float:
         reference = self.task.reference(self.failing_signal)[1] if self.reward_name == "speedup" else None
@@ -242,7 +247,7 @@ class DevicePlacementEnv(gym.Env):
         return self._observation(), info
 
     def _check_placement(self, placement: Any) -> np.ndarray:
-        from ..runtime.measurement import check_placement
+        from ..placement import check_placement
 
         return check_placement(self.graph, self.cluster, placement)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from ..runtime.measurement import Measurement
+from ..placement import Measurement
 
 DEFAULT_FAILING_SIGNAL_S = 100.0  # TF's placer: a failed placement counts as a 100 s step
 

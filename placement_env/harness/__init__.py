@@ -5,10 +5,11 @@
     validate("results.jsonl")          # (rows checked, rows that do not reproduce)
     write_report("results.jsonl", "report/")
 """
+from ..errors import ResultsFormatError, UnknownSuiteError
 from .report import markdown_table, write_report
-from .results import COLUMNS, ResultsFormatError, read_rows
+from .results import COLUMNS, read_rows
 from .runner import DEFAULT_BUDGET, run_suite
-from .suites import SUITES, Task, UnknownSuiteError, load_suite
+from .suites import SUITES, Task, load_suite
 from .validate import validate
 
 __all__ = ["COLUMNS", "DEFAULT_BUDGET", "ResultsFormatError", "SUITES", "Task", "UnknownSuiteError", "load_suite",

@@ -7,14 +7,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..errors import PlacementEnvError
+from ..errors import ResultsFormatError
 
 COLUMNS = ("suite", "task", "benchmark", "cluster", "runtime", "method", "seed", "budget", "placement",
            "runtime_s", "ok", "failure", "message", "evaluations", "wall_s", "lower_bound_s", "versions")
-
-
-class ResultsFormatError(PlacementEnvError, ValueError):
-    """A results file line that is not a valid row (bad JSON, a missing column, a bad value)."""
 
 
 def versions() -> dict[str, str]:

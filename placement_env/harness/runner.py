@@ -17,7 +17,8 @@ from tqdm import tqdm
 from ..benchmarks import load_benchmark
 from ..cluster import load_cluster
 from ..evaluation import Evaluator
-from ..runtime.measurement import Measurement
+from ..placement import Measurement
+from ..problem import METHODS, Problem, resolve_method, solve
 from .results import append_row, drop_torn_tail, finished_keys, read_rows, versions
 from .suites import Task, load_suite
 
@@ -25,9 +26,6 @@ DEFAULT_BUDGET = 100  # runtime evaluations per method and task (methods that se
 
 
 def _method_names(methods: Sequence[str]) -> list[str]:
-    from baselines import METHODS
-    from baselines.base import resolve_method
-
     names = list(METHODS) if list(methods) == ["all"] else list(methods)
     if not names:
         raise ValueError("no methods given; name at least one (or 'all')")
@@ -52,8 +50,6 @@ def _row(suite: str, task: Task, method: str, seed: int, budget: int, placement:
 def run_suite(suite: str, methods: Sequence[str], results: str | os.PathLike, *, budget: int = DEFAULT_BUDGET,
               seeds: Sequence[int] = (0,), progress: bool = True) -> list[dict[str, Any]]:
     """Run every method on every task of ``suite`` for every seed; return the rows written now."""
-    from baselines.base import Problem, solve
-
     tasks = load_suite(suite)
     names = _method_names(methods)
     if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:

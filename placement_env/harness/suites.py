@@ -3,14 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import PlacementEnvError
-
-
-class UnknownSuiteError(PlacementEnvError, KeyError):
-    """A suite name that is not defined."""
-
-    def __str__(self) -> str:
-        return str(self.args[0])
+from ..errors import UnknownSuiteError
 
 
 @dataclass(frozen=True)

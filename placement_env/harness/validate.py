@@ -14,9 +14,9 @@ from tqdm import tqdm
 
 from ..benchmarks import load_benchmark
 from ..cluster import load_cluster
-from ..errors import InvalidPlacementError
+from ..errors import InvalidPlacementError, ResultsFormatError
 from ..evaluation import Evaluator
-from .results import ResultsFormatError, read_rows
+from .results import read_rows
 
 DEFAULT_MEASURED_TOLERANCE = 0.2
 

@@ -1,30 +1,15 @@
-"""What every benchmark builder returns, and the optimizer step they share."""
+"""The optimizer step every benchmark builder shares, and how a builder wraps its graph as a TrainingStep."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import tensorflow as tf
 
+from ..tf_import.training_step import TrainingStep
+
 
 LOSS_COLLECTION = "placement_env_loss"
-
-
-@dataclass(frozen=True)
-class TrainingStep:
-    """A TF1-style graph of one training step plus the names needed to run it."""
-
-    graph: tf.Graph
-    train_op: str  # name of the op whose run is one training step
-    init_op: str  # name of the op that initialises every variable
-    params: dict[str, Any] = field(default_factory=dict)  # builder parameters actually used
-    loss: str = ""  # name of the loss tensor, fetched with the train op as a training loop would
-
-    @property
-    def fetches(self) -> list[str]:
-        """Op names one training step runs: the update and the loss."""
-        return [self.train_op] + ([self.loss.split(":")[0]] if self.loss else [])
 
 
 def momentum_train_op(loss: tf.Tensor, learning_rate: float = 0.01, momentum: float = 0.9) -> tf.Operation:

@@ -27,7 +27,7 @@ import numpy as np
 from ..cluster import Cluster
 from ..costs import SLOWDOWN, device_properties, metagraph_for
 from ..opgraph import OpGraph
-from .measurement import Measurement, check_placement, kernel_violations, op_devices
+from ..placement import Measurement, check_placement, kernel_violations, op_devices
 
 _LOCK = threading.Lock()  # the cached protos below are mutated per call
 _PREPARED: dict[int, tuple[OpGraph, Any, np.ndarray]] = {}  # id(graph) -> (graph, metagraph, op index per node)
@@ -41,7 +41,7 @@ def _prepared(graph: OpGraph) -> tuple[Any, np.ndarray]:
     if entry is not None and entry[0] is graph:
         return entry[1], entry[2]
     metagraph = metagraph_for(graph)
-    index = graph._index_by_name
+    index = graph.index_by_name
     node_ops = np.array([index.get(node.name, -1) for node in metagraph.graph_def.node], dtype=np.int64)
     if len(_PREPARED) >= _MAX_CACHED:
         _PREPARED.pop(next(iter(_PREPARED)))

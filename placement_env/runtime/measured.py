@@ -36,21 +36,13 @@ from typing import Any
 import numpy as np
 
 from ..cluster import Cluster
-from ..errors import ClusterConfigError, PlacementEnvError
+from ..errors import ClusterConfigError, DriverError, IsolationError
 from ..opgraph import OpGraph
 from .local_driver import _HEADER, encode
-from .measurement import Measurement, check_placement, op_devices
+from ..placement import Measurement, check_placement, op_devices
 
 START_TIMEOUT_S = 120.0  # driver + workers importing TF on a loaded 2-core machine
 TIMEOUT_MARGIN_S = 30.0  # parent-side allowance over a measurement's own timeout
-
-
-class IsolationError(PlacementEnvError, RuntimeError):
-    """The local workers cannot be put in a private network namespace on this machine."""
-
-
-class DriverError(PlacementEnvError, RuntimeError):
-    """The driver process failed to start or broke the protocol."""
 
 
 class _DriverDied(Exception):
@@ -486,7 +478,7 @@ class MeasuredRuntime:
         traced = np.zeros(graph.n_ops, dtype=bool)
         device = np.full(graph.n_ops, "", dtype=object)
         untracked: dict[str, float] = {}
-        index = graph._index_by_name
+        index = graph.index_by_name
         for name, entry in answer.get("op_profile", {}).items():
             median = float(np.median(entry["seconds"]))
             i = index.get(name)

@@ -38,7 +38,7 @@ from numba import njit
 from ..cluster import Cluster
 from ..errors import InvalidPlacementError
 from ..opgraph import OpGraph
-from .measurement import Measurement, check_placement, kernel_violations
+from ..placement import Measurement, check_placement, kernel_violations
 
 __all__ = ["SimulationPlan", "simulate", "simulate_batch", "plan_for"]
 

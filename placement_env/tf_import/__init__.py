@@ -18,10 +18,10 @@ from tensorflow.core.protobuf import meta_graph_pb2
 
 from ..errors import GraphImportError
 from ..grouping import DEFAULT_MAX_GROUPS, group_ops
-from ..models.common import TrainingStep
 from ..opgraph import OpGraph
 from .functions import concrete_function_graph_def, keras_training_graph_def
 from .graphdef import graph_def_to_opgraph, parse_graph_def
+from .training_step import TrainingStep
 
 ACCEPTED = (
     "a tf.compat.v1.GraphDef (message, serialised bytes, or a .pb/.pbtxt file), a MetaGraphDef (or .meta file), "

@@ -28,19 +28,21 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import tensorflow as tf
 from google.protobuf import text_format
 from tensorflow.core.framework import graph_pb2
 
-from ..cluster import Cluster
 from ..errors import GraphImportError, GraphMismatchError
 from ..opgraph import OpGraph
-from ..runtime.measurement import check_placement
+from ..placement import check_placement
 from ..unionfind import UnionFind
 from . import op_facts
+
+if TYPE_CHECKING:
+    from ..cluster import Cluster
 
 __all__ = ["placed_graph_def", "export_placed_graph", "apply_placement", "op_tf_devices", "GraphMismatchError",
            "EXPORT_SUFFIXES"]

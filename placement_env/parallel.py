@@ -5,7 +5,7 @@
 builds its own graph, cluster and ``Evaluator`` once, from the benchmark *name* and the cluster's
 name or JSON dict (nothing big is pickled per call)::
 
-    from agents.parallel import ParallelEvaluator
+    from placement_env.parallel import ParallelEvaluator
     with ParallelEvaluator("nmt", "local:2", "measured", workers=4) as ev:
         measurements = ev.batch(placements)      # [k, n_groups] -> k Measurements, in order
 
@@ -45,21 +45,13 @@ from typing import Any, Callable
 
 import numpy as np
 
-from placement_env.errors import PlacementEnvError
-from placement_env.runtime.measurement import Measurement
+from .errors import RayUnreachableError, WorkerStartError
+from .placement import Measurement
 
 BACKENDS = ("process", "ray")
 DEFAULT_TIMEOUT_S = 900.0  # per placement: measured runtime's 600 s + worker start-up + margin
 START_TIMEOUT_S = 300.0  # workers importing TF / numba and building their evaluator on a loaded machine
 CONNECT_TIMEOUT_S = 10.0  # a Ray address that does not accept a TCP connection within this is unreachable
-
-
-class RayUnreachableError(PlacementEnvError, ConnectionError):
-    """The Ray cluster at the given address does not answer."""
-
-
-class WorkerStartError(PlacementEnvError, RuntimeError):
-    """The parallel workers could not be started (or did not become ready in time)."""
 
 
 class _WorkerDied(Exception):
@@ -70,9 +62,9 @@ class _WorkerDied(Exception):
 
 def _build_evaluator(benchmark: str, cluster: Any, runtime: str, costs: np.ndarray | None,
                      measured_options: dict | None, worker_setup: Callable | None) -> Any:
-    import placement_env as pe
+    from .evaluation import Evaluator
 
-    evaluator = pe.Evaluator(benchmark, cluster, runtime, costs=costs, measured_options=measured_options or None)
+    evaluator = Evaluator(benchmark, cluster, runtime, costs=costs, measured_options=measured_options or None)
     if worker_setup is not None:
         wrapped = worker_setup(evaluator)
         if wrapped is not None:

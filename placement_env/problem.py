@@ -18,24 +18,27 @@ from typing import Any, Callable
 
 import numpy as np
 
-from placement_env.cluster import Cluster
-from placement_env.costs import OpCosts
-from placement_env.errors import PlacementEnvError
-from placement_env.evaluation import Evaluator
-from placement_env.opgraph import OpGraph
-from placement_env.placements import allowed_devices
-from placement_env.runtime.measurement import Measurement, check_placement
+from .cluster import Cluster
+from .costs import OpCosts
+from .errors import BudgetExhausted, UnknownMethodError
+from .evaluation import Evaluator
+from .opgraph import OpGraph
+from .placement import Measurement, allowed_devices, check_placement
 
-
-class BudgetExhausted(PlacementEnvError, RuntimeError):
-    """A method asked for more runtime evaluations than its budget allows."""
-
-
-class UnknownMethodError(PlacementEnvError, KeyError):
-    """A method name that is neither built in nor an importable ``module:callable``."""
-
-    def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0])
+# The built-in methods by name, as import paths: placement_env never imports baselines or agents
+# itself; resolve_method imports a method when it is asked for.
+METHODS: dict[str, str] = {
+    "single_cpu": "baselines.simple:single_cpu",
+    "single_gpu": "baselines.simple:single_gpu",
+    "random_search": "baselines.simple:random_search",
+    "expert": "baselines.expert:expert",
+    "scotch": "baselines.partition:scotch",
+    "mincut": "baselines.partition:mincut",
+    "metis": "baselines.partition:metis",
+    "heft": "baselines.list_scheduling:heft",
+    "m_topo": "baselines.list_scheduling:m_topo",
+    "m_etf": "baselines.list_scheduling:m_etf",
+}
 
 
 @dataclass
@@ -68,7 +71,7 @@ class Problem:
     def from_env(cls, env: Any, *, budget: int | None = None, seed: int = 0) -> "Problem":
         """The problem of a DevicePlacementEnv's current graph, evaluated by the env's runtime."""
         env = env.unwrapped
-        return cls(graph=env.graph, cluster=env.cluster, evaluator=env.task.evaluator, benchmark=env.graph.name,
+        return cls(graph=env.graph, cluster=env.cluster, evaluator=env.evaluator, benchmark=env.graph.name,
                    budget=budget, rng=np.random.default_rng(seed))
 
     @property
@@ -109,9 +112,7 @@ Method = Callable[[Problem], Any]
 
 
 def resolve_method(name: str) -> Method:
-    """A built-in method by name (see ``baselines.METHODS``) or ``"module:callable"``."""
-    from . import METHODS
-
+    """A built-in method by name (see ``METHODS``) or ``"module:callable"``."""
     if name in METHODS:
         module, attribute = METHODS[name].split(":")
     elif isinstance(name, str) and name.count(":") == 1 and all(name.split(":")):
