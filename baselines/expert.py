@@ -44,11 +44,11 @@ NMT (``nmt``, ``nmt-tiny``), GNMT style (layer k of the encoder and of the decod
     ===============================  ==========================================
 
 Inception-V3 (``inception_v3``, ``inception_v3-tiny``): the top-level scopes of
-:data:`placement_env.models.inception_v3.BLOCKS` in forward order, with the stem (``inputs`` up to
+``placement_env.benchmark_blocks("inception_v3")`` in forward order, with the stem (``inputs`` up to
 ``MaxPool_5a_3x3``) merged into the first Mixed block and ``Logits`` and ``loss`` merged into the
 last one, are split into ``n`` contiguous chunks (one per GPU, in order) that minimise the largest
 chunk's compute (each block weighing the estimated FLOPs of its forward, gradient and update
-ops). So blocks go to non-decreasing GPU indices along ``BLOCKS``, the stem is with the first
+ops). So blocks go to non-decreasing GPU indices along that order, the stem is with the first
 Mixed block on GPU 0 and the logits and loss are on the last GPU. Other ops have no vote.
 
 Groups (the units placed): each group goes to the device its ops vote for, weighted by their
@@ -69,6 +69,7 @@ import re
 
 import numpy as np
 
+from placement_env import benchmark_blocks
 from placement_env.errors import NoExpertPlacementError
 
 from placement_env.problem import Problem
@@ -153,17 +154,16 @@ def _balanced_chunks(weights: np.ndarray, n_parts: int) -> np.ndarray:
 
 
 def _inception_votes(names: list[str], flops: np.ndarray, n_gpus: int) -> np.ndarray:
-    from placement_env.models.inception_v3 import BLOCKS
-
+    blocks = benchmark_blocks("inception_v3")
     # Placement units: stem + first Mixed block, each later block, last Mixed block + Logits + loss.
-    first_mixed = BLOCKS.index(_STEM_END) + 1
-    units: list[tuple[str, ...]] = [BLOCKS[:first_mixed + 1]]
-    units += [(b,) for b in BLOCKS[first_mixed + 1:] if b not in _HEAD]
-    units[-1] = units[-1] + tuple(b for b in BLOCKS if b in _HEAD)
-    unit_of = {block: u for u, blocks in enumerate(units) for block in blocks}
+    first_mixed = blocks.index(_STEM_END) + 1
+    units: list[tuple[str, ...]] = [blocks[:first_mixed + 1]]
+    units += [(b,) for b in blocks[first_mixed + 1:] if b not in _HEAD]
+    units[-1] = units[-1] + tuple(b for b in blocks if b in _HEAD)
+    unit_of = {block: u for u, members in enumerate(units) for block in members}
     op_unit = np.array([unit_of.get(forward_scope(n).split("/", 1)[0], -1) for n in names], dtype=np.int64)
     tops = {forward_scope(n).split("/", 1)[0] for n in names}
-    missing = [b for b in BLOCKS if b.startswith(("Mixed_", "Logits")) and b not in tops]
+    missing = [b for b in blocks if b.startswith(("Mixed_", "Logits")) and b not in tops]
     if missing:
         raise NoExpertPlacementError(f"this graph has no op under the Inception-V3 block scope(s) "
                                      f"{', '.join(missing)}; it is not the inception_v3 benchmark")
@@ -174,13 +174,13 @@ def _inception_votes(names: list[str], flops: np.ndarray, n_gpus: int) -> np.nda
 
 
 def block_gpus(problem: Problem) -> dict[str, int]:
-    """Inception-V3 only: the GPU ordinal each block of ``BLOCKS`` goes to (before group voting)."""
-    from placement_env.models.inception_v3 import BLOCKS
-
+    """Inception-V3 only: the GPU ordinal each block of ``benchmark_blocks("inception_v3")`` goes to
+    (before group voting)."""
+    blocks = benchmark_blocks("inception_v3")
     graph, n_gpus = problem.graph, len(_gpus(problem))
     votes = _inception_votes(list(graph.op_names), graph.flops, n_gpus)
     tops = np.array([forward_scope(n).split("/", 1)[0] for n in graph.op_names])
-    return {b: int(votes[tops == b][0]) for b in BLOCKS if (tops == b).any()}
+    return {b: int(votes[tops == b][0]) for b in blocks if (tops == b).any()}
 
 
 def _gpus(problem: Problem) -> list[int]:

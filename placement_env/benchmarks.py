@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 from .cache import cache_dir
 from .errors import GraphFormatError, UnknownBenchmarkError
 from .grouping import DEFAULT_MAX_GROUPS, group_ops
-from .models.sizes import PARAMS, SYNTHETIC_PAPER
+from .models.sizes import BLOCKS, PARAMS, SYNTHETIC_PAPER
 from .opgraph import FORMAT_VERSION, OpGraph
 
 PAPER_MODELS = ("rnnlm", "nmt", "inception_v3")
@@ -37,6 +37,12 @@ log = logging.getLogger(__name__)
 def benchmark_names() -> list[str]:
     """The fixed benchmark names; ``synthetic:<seed>`` accepts any non-negative integer seed."""
     return [*PAPER_MODELS, *(f"{m}-tiny" for m in PAPER_MODELS), "synthetic-tiny"]
+
+
+def benchmark_blocks(name: str) -> tuple[str, ...]:
+    """The top-level name scopes of benchmark ``name``'s blocks in forward order (empty if it declares none)."""
+    model, _ = _resolve(name)
+    return BLOCKS.get(model, ())
 
 
 def load_benchmark(name: str, *, max_groups: int = DEFAULT_MAX_GROUPS, use_cache: bool = True,

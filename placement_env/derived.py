@@ -15,7 +15,7 @@ from typing import Any, Callable, Hashable, TypeVar
 
 T = TypeVar("T")
 
-MAX_ENTRIES = 64  # least recently used entries go first beyond this
+MAX_ENTRIES = 64  # least recently used entries go first beyond this (closed if they have close())
 
 
 class DerivedCache:
@@ -37,8 +37,12 @@ class DerivedCache:
         with self._lock:
             refs = tuple(weakref.ref(owner, lambda _, index=index: self._forget(index)) for owner in owners)
             self._entries[index] = (refs, value)
-            while len(self._entries) > self._max_entries:
-                self._entries.popitem(last=False)
+            evicted = [self._entries.popitem(last=False)[1][1]
+                       for _ in range(len(self._entries) - self._max_entries)]
+        for old in evicted:  # e.g. a measured runtime's workers: stop them rather than orphan them
+            close = getattr(old, "close", None)
+            if callable(close):
+                close()
         return value
 
     def _forget(self, index: tuple) -> None:

@@ -7,12 +7,12 @@
 * ``"grappler"``: TensorFlow's VirtualCluster, for cross-checks;
 * ``"measured"``: the placed step run for real on the cluster's TF workers (``local:N``).
 
-Op costs and measured-runtime workers are kept per (graph, cluster) in memory, so repeated calls
-cost only the evaluation itself.
+Op costs and measured-runtime workers are kept in :data:`~placement_env.derived.DERIVED` per
+(graph, cluster), so repeated calls cost only the evaluation itself.
 """
 from __future__ import annotations
 
-import weakref
+import atexit
 from typing import Any
 
 import numpy as np
@@ -20,17 +20,11 @@ import numpy as np
 from .cluster import Cluster, load_cluster
 from .costs import OpCosts, analytical_costs
 from .costs import lower_bound as _lower_bound
+from .derived import DERIVED
 from .opgraph import OpGraph
 from .placement import Measurement, check_placement
 
 RUNTIMES = ("sim", "grappler", "measured")
-
-# Analytical costs per (graph, cluster) object pair (OpGraph compares by value and is unhashable,
-# so entries are keyed by identity and dropped when either object dies).
-_COSTS: dict[tuple[int, int], tuple[weakref.ref, weakref.ref, OpCosts]] = {}
-# MeasuredRuntime per cluster description (JSON), kept for later evaluate() calls; its workers
-# stop at exit.
-_MEASURED: dict[str, Any] = {}
 
 
 def _graph(graph: Any) -> OpGraph:
@@ -51,17 +45,20 @@ def _runtime(runtime: Any) -> str:
 
 def costs_for(graph: OpGraph, cluster: Cluster) -> OpCosts:
     """Analytical op costs of ``graph`` on ``cluster``, computed once per (graph, cluster) object pair."""
-    key = (id(graph), id(cluster))
-    entry = _COSTS.get(key)
-    if entry is not None and entry[0]() is graph and entry[1]() is cluster:
-        return entry[2]
-    costs = analytical_costs(graph, cluster)
+    return DERIVED.get("analytical_costs", graph, cluster, build=lambda: analytical_costs(graph, cluster))
 
-    def forget(_: object) -> None:
-        _COSTS.pop(key, None)
 
-    _COSTS[key] = (weakref.ref(graph, forget), weakref.ref(cluster, forget), costs)
-    return costs
+def _shared_measured_runtime(cluster: Cluster) -> Any:
+    """The MeasuredRuntime that ``evaluate(..., runtime="measured")`` keeps per cluster description."""
+    from .runtime.measured import MeasuredRuntime
+
+    return DERIVED.get("measured_runtime", key=cluster.to_json(), build=lambda: MeasuredRuntime(cluster))
+
+
+@atexit.register
+def _close_shared_measured_runtimes() -> None:
+    for runtime in DERIVED.values("measured_runtime"):
+        runtime.close()
 
 
 def _check_costs(graph: OpGraph, cluster: Cluster, costs: Any) -> OpCosts:
@@ -164,13 +161,7 @@ def evaluate(graph: Any, cluster: Any, placement: Any, runtime: str = "sim", *, 
         return Evaluator(graph, cluster, runtime, costs=costs)(placement, schedule=schedule)
     if costs is not None or schedule:
         raise ValueError("costs and schedule are for runtime='sim'; runtime='measured' takes neither")
-    key = cluster.to_json()
-    measured = _MEASURED.get(key)
-    if measured is None:
-        from .runtime.measured import MeasuredRuntime
-
-        measured = _MEASURED[key] = MeasuredRuntime(cluster)
-    return measured.measure(graph, placement)
+    return _shared_measured_runtime(cluster).measure(graph, placement)
 
 
 def lower_bound(graph: Any, cluster: Any, costs: Any = None) -> float:

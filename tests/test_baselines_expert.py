@@ -5,11 +5,10 @@ import numpy as np
 import pytest
 
 import placement_env as pe
-from placement_env.problem import METHODS
-from placement_env.problem import Problem, resolve_method, solve
-from baselines.expert import (EXPERT_BENCHMARKS, NoExpertPlacementError, _balanced_chunks, block_gpus, expert,
-                              forward_scope)
-from placement_env.models.inception_v3 import BLOCKS
+from baselines.expert import EXPERT_BENCHMARKS, _balanced_chunks, block_gpus, expert, forward_scope
+from placement_env import METHODS, NoExpertPlacementError, Problem, resolve_method, solve
+
+BLOCKS = pe.benchmark_blocks("inception_v3")
 
 GIB = 2 ** 30
 CLUSTERS = ("paper-2gpu", "paper-4gpu")

@@ -81,6 +81,24 @@ def test_other_rewards(reward, check):
     assert check(r, info["runtime_s"], reference)
 
 
+def test_reward_objects_and_callables():
+    from placement_env.env.rewards import REWARDS, Reward
+
+    assert REWARDS["neg_sqrt_runtime"].range == (-np.inf, 0.0) and not REWARDS["neg_sqrt_runtime"].uses_reference
+    env = _make(reward=lambda runtime_s, reference_s: reference_s - runtime_s)
+    env.reset(seed=0)
+    reference = env.task.reference(env.failing_signal)[1].runtime_s
+    _, r, _, _, info = env.step(np.full(env.slots, 2))
+    assert env.unwrapped.reward.name == "<lambda>" and r == pytest.approx(reference - info["runtime_s"])
+    halved = Reward("half", lambda runtime_s, reference_s: -runtime_s / 2, (-np.inf, 0.0))
+    env = _make(reward=halved)
+    env.reset(seed=0)
+    _, r, _, _, info = env.step(np.full(env.slots, 2))
+    assert r == pytest.approx(-info["runtime_s"] / 2)
+    with pytest.raises(ValueError, match="reward='nope'; expected one of 'neg_sqrt_runtime'.*or a callable"):
+        _make(reward="nope")
+
+
 def test_failed_placement_gets_the_failing_signal():
     small = pe.load_cluster("paper-2gpu").to_dict()
     for device in small["devices"]:

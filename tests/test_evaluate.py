@@ -98,7 +98,7 @@ def test_measured_runtime_through_evaluate_reuses_its_workers(tiny):
     placement = np.arange(tiny.n_groups) % 2
     first = pe.evaluate(tiny, "local:2", placement, runtime="measured")
     assert first.ok and first.runtime == "measured" and first.runtime_s > 0, first.message
-    workers = E._MEASURED[pe.load_cluster("local:2").to_json()].workers
+    workers = E._shared_measured_runtime(pe.load_cluster("local:2")).workers
     pids = workers.worker_pids
     second = pe.evaluate(tiny, "local:2", placement[::-1].copy(), runtime="measured")
     assert second.ok and workers.worker_pids == pids

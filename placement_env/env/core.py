@@ -12,8 +12,9 @@ Modes (``mode=``):
   groups in topological order, ``improve_steps`` steps (default one pass); each step moves the
   current group to the chosen device; reward = the change in reward.
 
-Reward (``reward=``): ``"neg_sqrt_runtime"`` (-sqrt(step seconds), the paper's), ``"neg_runtime"``, or
-``"speedup"`` (reference runtime / runtime). A failed placement (out of memory, no kernel, error)
+Reward (``reward=``): ``"neg_sqrt_runtime"`` (-sqrt(step seconds), the paper's), ``"neg_runtime"``,
+``"speedup"`` (reference runtime / runtime), a :class:`~placement_env.env.rewards.Reward`, or a callable
+``f(runtime_s, reference_s)``. A failed placement (out of memory, no kernel, error)
 is charged ``failing_signal`` seconds (100 by default) and ``info["failure"]`` says why.
 The reference placement is the fastest single-device placement that runs.
 
@@ -40,7 +41,7 @@ from ..opgraph import OpGraph
 from ..placement import allowed_devices, single_device
 from ..placement import Measurement
 from .features import GraphFeatures, graph_features, observation_fields
-from .rewards import DEFAULT_FAILING_SIGNAL_S, REWARDS, charged_runtime, check_failing_signal, check_reward
+from .rewards import DEFAULT_FAILING_SIGNAL_S, Reward, charged_runtime, check_failing_signal, resolve_reward
 
 MODES = ("oneshot", "sequential", "improve")
 OPTION_KEYS = ("benchmark", "placement")
@@ -88,7 +89,7 @@ class DevicePlacementEnv(gym.Env):
     metadata = {"render_modes": ["rgb_array", "ansi"], "render_fps": 2}
 
     def __init__(self, benchmark: Any = DEFAULT_BENCHMARK, cluster: Any = DEFAULT_CLUSTER, runtime: str = "sim", *,
-                 mode: str = "oneshot", reward: str = "neg_sqrt_runtime",
+                 mode: str = "oneshot", reward: str | Reward | Any = "neg_sqrt_runtime",
                  failing_signal: float = DEFAULT_FAILING_SIGNAL_S, max_groups: int = DEFAULT_MAX_GROUPS,
                  pad_to: int | None = None, dense_reward: bool = False, improve_steps: int | None = None,
                  measured_options: dict[str, Any] | None = None, render_mode: str | None = None) -> None:
@@ -106,7 +107,7 @@ class DevicePlacementEnv(gym.Env):
         if not isinstance(max_groups, int) or isinstance(max_groups, bool) or max_groups < 1:
             raise ValueError(f"max_groups={max_groups!r}; expected a positive integer")
         self.mode, self.runtime, self.render_mode = mode, runtime, render_mode
-        self.reward_name = check_reward(reward)
+        self.reward = resolve_reward(reward)
         self.failing_signal = check_failing_signal(failing_signal)
         self.max_groups, self.dense_reward, self._improve_steps = max_groups, bool(dense_reward), improve_steps
         self.cluster = load_cluster(cluster)
@@ -184,9 +185,9 @@ class DevicePlacementEnv(gym.Env):
 
     # ---- evaluation and rewards ----
     def _reward_of(self, runtime_s: float) -> float:
-        reference = self.task.reference(self.failing_signal)[1] if self.reward_name == "speedup" else None
+        reference = self.task.reference(self.failing_signal)[1] if self.reward.uses_reference else None
         reference_s = charged_runtime(reference, self.failing_signal) if reference is not None else 1.0
-        return float(REWARDS[self.reward_name](runtime_s, reference_s))
+        return self.reward(runtime_s, reference_s)
 
     def _evaluate(self, placement: np.ndarray, evaluator: Evaluator | None = None) -> tuple[Measurement, float]:
         m = (evaluator or self.task.evaluator)(placement)

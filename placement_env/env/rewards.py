@@ -1,25 +1,60 @@
-"""Rewards by name, from the runtime a placement is charged (its step time, or the failing signal)."""
+"""Rewards: small objects that turn the runtime a placement is charged into a number.
+
+A placement is charged its step time when it ran, and the env's failing signal (100 s by default,
+as TF's placer) when it did not: out of memory, no kernel, an error or a crash. A :class:`Reward`
+maps (charged runtime, reference runtime) to the reward; the reference is the fastest
+single-device placement that runs. The env takes a reward by name, a ``Reward``, or any callable
+``f(runtime_s, reference_s) -> float``.
+"""
 from __future__ import annotations
 
 import math
-from typing import Callable
+from dataclasses import dataclass
+from typing import Any, Callable
 
 from ..placement import Measurement
 
 DEFAULT_FAILING_SIGNAL_S = 100.0  # TF's placer: a failed placement counts as a 100 s step
 
-# reward(runtime charged, runtime of the reference placement)
-REWARDS: dict[str, Callable[[float, float], float]] = {
-    "neg_sqrt_runtime": lambda runtime, reference: -math.sqrt(runtime),  # the paper's R = -sqrt(r)
-    "neg_runtime": lambda runtime, reference: -runtime,
-    "speedup": lambda runtime, reference: reference / runtime,  # > 1: faster than the reference
-}
+
+@dataclass(frozen=True)
+class Reward:
+    """A named reward of (charged runtime s, reference runtime s), with its range.
+
+    ``uses_reference``: whether the reference runtime matters (the env then measures the
+    single-device placements once per graph to find it).
+    """
+
+    name: str
+    function: Callable[[float, float], float]
+    range: tuple[float, float] = (-math.inf, math.inf)
+    uses_reference: bool = False
+    description: str = ""
+
+    def __call__(self, runtime_s: float, reference_s: float = 1.0) -> float:
+        return float(self.function(runtime_s, reference_s))
 
 
-def check_reward(name: object) -> str:
-    if name not in REWARDS:
-        raise ValueError(f"reward={name!r}; expected one of {', '.join(map(repr, REWARDS))}")
-    return name  # type: ignore[return-value]
+REWARDS: dict[str, Reward] = {reward.name: reward for reward in (
+    Reward("neg_sqrt_runtime", lambda runtime, reference: -math.sqrt(runtime), (-math.inf, 0.0),
+           description="-sqrt(step seconds), the paper's R = -sqrt(r)"),
+    Reward("neg_runtime", lambda runtime, reference: -runtime, (-math.inf, 0.0), description="-step seconds"),
+    Reward("speedup", lambda runtime, reference: reference / runtime, (0.0, math.inf), uses_reference=True,
+           description="reference runtime / runtime (> 1: faster than the best single device)"),
+)}
+
+
+def resolve_reward(reward: Any) -> Reward:
+    """A Reward from a name in REWARDS, a Reward, or a callable ``f(runtime_s, reference_s)``."""
+    if isinstance(reward, Reward):
+        return reward
+    if isinstance(reward, str) and reward in REWARDS:
+        return REWARDS[reward]
+    if callable(reward):
+        return Reward(getattr(reward, "__name__", "custom"), reward, uses_reference=True,
+                      description="a user's function of (runtime_s, reference_s)")
+    raise ValueError(f"reward={reward!r}; expected one of {', '.join(map(repr, REWARDS))}, a Reward, or a callable "
+                     f"f(runtime_s, reference_s) -> float")
 
 
 def check_failing_signal(value: object) -> float:

@@ -42,33 +42,10 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from .sizes import INCEPTION_V3_BLOCKS as BLOCKS
 from .sizes import INCEPTION_V3_PAPER as PAPER, INCEPTION_V3_TINY as TINY  # noqa: F401 (the module's sizes)
 from . import common
 
-BLOCKS: tuple[str, ...] = (
-    "inputs",
-    "Conv2d_1a_3x3",
-    "Conv2d_2a_3x3",
-    "Conv2d_2b_3x3",
-    "MaxPool_3a_3x3",
-    "Conv2d_3b_1x1",
-    "Conv2d_4a_3x3",
-    "MaxPool_5a_3x3",
-    "Mixed_5b",
-    "Mixed_5c",
-    "Mixed_5d",
-    "Mixed_6a",
-    "Mixed_6b",
-    "Mixed_6c",
-    "Mixed_6d",
-    "Mixed_6e",
-    "AuxLogits",
-    "Mixed_7a",
-    "Mixed_7b",
-    "Mixed_7c",
-    "Logits",
-    "loss",
-)
 
 
 MIN_IMAGE_SIZE = 75  # below this Mixed_7a's stride-2 VALID convolutions get an empty map

@@ -1,4 +1,5 @@
-"""Builder parameters of every benchmark, at paper scale and tiny, readable without TensorFlow.
+"""Builder parameters of every benchmark, at paper scale and tiny, and the models' block layouts,
+readable without TensorFlow.
 
 Each model module takes its ``PAPER``/``TINY`` from here; the benchmark registry and the graph
 cache read them without importing the builders (and TensorFlow).
@@ -55,3 +56,33 @@ PARAMS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "inception_v3": (INCEPTION_V3_PAPER, INCEPTION_V3_TINY),
     "synthetic": (SYNTHETIC_PAPER, SYNTHETIC_TINY),
 }
+
+# Inception-V3's top-level name scopes in forward order (TF-slim names); AuxLogits sits right after
+# Mixed_6e, its only input. The expert placement splits the network along these blocks.
+INCEPTION_V3_BLOCKS: tuple[str, ...] = (
+    "inputs",
+    "Conv2d_1a_3x3",
+    "Conv2d_2a_3x3",
+    "Conv2d_2b_3x3",
+    "MaxPool_3a_3x3",
+    "Conv2d_3b_1x1",
+    "Conv2d_4a_3x3",
+    "MaxPool_5a_3x3",
+    "Mixed_5b",
+    "Mixed_5c",
+    "Mixed_5d",
+    "Mixed_6a",
+    "Mixed_6b",
+    "Mixed_6c",
+    "Mixed_6d",
+    "Mixed_6e",
+    "AuxLogits",
+    "Mixed_7a",
+    "Mixed_7b",
+    "Mixed_7c",
+    "Logits",
+    "loss",
+)
+
+# Block layouts by model module, for benchmark_blocks().
+BLOCKS: dict[str, tuple[str, ...]] = {"inception_v3": INCEPTION_V3_BLOCKS}
