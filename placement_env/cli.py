@@ -8,8 +8,10 @@ from collections import Counter
 
 import numpy as np
 
+from .benchmarks import load_benchmark
+from .cluster import load_cluster, preset_names
 from .errors import PlacementEnvError
-from .grouping import DEFAULT_MAX_GROUPS
+from .grouping import DEFAULT_MAX_GROUPS, group_ops
 from .opgraph import DEVICE_KINDS, OpGraph
 
 DEFAULT_BENCHMARK = "nmt"
@@ -63,11 +65,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _load_graph(benchmark: str, max_groups: int) -> OpGraph:
     if benchmark.endswith(".npz"):
-        from .grouping import group_ops
-
         return group_ops(OpGraph.load(benchmark), max_groups=max_groups)
-    from .benchmarks import load_benchmark
-
     return load_benchmark(benchmark, max_groups=max_groups)
 
 
@@ -93,7 +91,6 @@ def _harness(args: argparse.Namespace) -> int:
 
 def _calibrate(args: argparse.Namespace) -> None:
     from .calibration import calibrate
-    from .cluster import load_cluster
 
     result = calibrate(_load_graph(args.benchmark, DEFAULT_MAX_GROUPS), load_cluster(args.cluster),
                        n_placements=args.placements, seed=args.seed)
@@ -104,8 +101,6 @@ def _calibrate(args: argparse.Namespace) -> None:
 
 
 def _describe_cluster(name: str | None) -> str:
-    from .cluster import load_cluster, preset_names
-
     if name is None:
         return "cluster presets: " + ", ".join(preset_names()) + "\nalso: local:N, or a path to a cluster .json file"
     return load_cluster(name).describe()

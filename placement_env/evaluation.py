@@ -17,12 +17,14 @@ from typing import Any
 
 import numpy as np
 
+from .benchmarks import load_benchmark
 from .cluster import Cluster, load_cluster
 from .costs import OpCosts, analytical_costs
 from .costs import lower_bound as _lower_bound
 from .derived import DERIVED
 from .opgraph import OpGraph
 from .placement import Measurement, check_placement
+from .runtime.simulated import plan_for
 
 RUNTIMES = ("sim", "grappler", "measured")
 
@@ -31,8 +33,6 @@ def _graph(graph: Any) -> OpGraph:
     if isinstance(graph, OpGraph):
         return graph
     if isinstance(graph, str):
-        from .benchmarks import load_benchmark
-
         return load_benchmark(graph)
     raise TypeError(f"graph is a {type(graph).__name__}; expected an OpGraph or a benchmark name")
 
@@ -106,8 +106,6 @@ class Evaluator:
     def __call__(self, placement: Any, *, schedule: bool = False) -> Measurement:
         """The Measurement of ``placement`` (one device index per group)."""
         if self.runtime == "sim":
-            from .runtime.simulated import plan_for
-
             return plan_for(self.graph, self.cluster, self.costs.seconds).run(placement, schedule=schedule)
         if schedule:
             raise ValueError(f"schedule=True needs runtime='sim'; this evaluator uses {self.runtime!r}")
@@ -120,8 +118,6 @@ class Evaluator:
     def batch(self, placements: Any) -> list[Measurement]:
         """Measurements of every row of ``placements`` ([k, n_groups]); one compiled call for the simulator."""
         if self.runtime == "sim":
-            from .runtime.simulated import plan_for
-
             return plan_for(self.graph, self.cluster, self.costs.seconds).run_batch(placements)
         array = np.asarray(placements)
         if array.ndim != 2:

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import placement_env as pe
-from placement_env.parallel import ParallelEvaluator, RayUnreachableError
+from placement_env import ParallelEvaluator, RayUnreachableError
 from placement_env.placement import random_placements
 
 BENCH, CLUSTER = "rnnlm-tiny", "paper-2gpu"

@@ -33,13 +33,13 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.error import ResetNeeded
 
+from ..benchmarks import load_benchmark
 from ..cluster import Cluster, load_cluster
 from ..errors import InvalidActionError
 from ..evaluation import RUNTIMES, Evaluator
 from ..grouping import DEFAULT_MAX_GROUPS, group_ops
 from ..opgraph import OpGraph
-from ..placement import allowed_devices, single_device
-from ..placement import Measurement
+from ..placement import Measurement, allowed_devices, check_placement, single_device
 from .features import GraphFeatures, graph_features, observation_fields
 from .rewards import DEFAULT_FAILING_SIGNAL_S, Reward, charged_runtime, check_failing_signal, resolve_reward
 
@@ -151,8 +151,6 @@ class DevicePlacementEnv(gym.Env):
         if isinstance(benchmark, OpGraph):
             return benchmark if benchmark.n_groups <= self.max_groups else group_ops(benchmark, max_groups=self.max_groups)
         if isinstance(benchmark, str):
-            from ..benchmarks import load_benchmark
-
             return load_benchmark(benchmark, max_groups=self.max_groups)
         from ..tf_import import from_tf
 
@@ -248,8 +246,6 @@ class DevicePlacementEnv(gym.Env):
         return self._observation(), info
 
     def _check_placement(self, placement: Any) -> np.ndarray:
-        from ..placement import check_placement
-
         return check_placement(self.graph, self.cluster, placement)
 
     def _check_action(self, action: Any) -> Any:

@@ -14,6 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from ..benchmarks import load_benchmark
+from ..cluster import load_cluster
+from ..evaluation import Evaluator
 from .results import read_rows
 
 BASELINE_COLUMNS = (("single_cpu", "1 CPU"), ("single_gpu", "1 GPU"), ("scotch", "Scotch"), ("mincut", "MinCut"),
@@ -117,10 +120,7 @@ def bar_chart(rows: list[dict[str, Any]], path: str | os.PathLike) -> Path:
 def write_report(results: str | os.PathLike, out_dir: str | os.PathLike, *, gantt: bool = True) -> Path:
     """``report.md`` (the table), ``bars.png`` and, for simulated rows, a Gantt chart of each task's
     best placement (``gantt-<task>.png``) under ``out_dir``; returns the markdown path."""
-    from ..benchmarks import load_benchmark
-    from ..cluster import load_cluster
-    from ..evaluation import Evaluator
-    from ..render import save_gantt
+    from ..render import save_gantt  # matplotlib, only when a report is written
 
     rows = read_rows(results)
     if not rows:

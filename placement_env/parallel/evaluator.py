@@ -1,34 +1,4 @@
-"""Evaluate K placements at once on K workers (the paper measured each update's K samples in parallel).
-
-``ParallelEvaluator`` has the interface of :class:`placement_env.Evaluator` (``__call__``, ``batch``,
-``close``, ``with``) but hands each placement to one of ``workers`` worker processes, each of which
-builds its own graph, cluster and ``Evaluator`` once, from the benchmark *name* and the cluster's
-name or JSON dict (nothing big is pickled per call)::
-
-    from placement_env.parallel import ParallelEvaluator
-    with ParallelEvaluator("nmt", "local:2", "measured", workers=4) as ev:
-        measurements = ev.batch(placements)      # [k, n_groups] -> k Measurements, in order
-
-Backends:
-
-* ``"process"`` (default): one single-process ``ProcessPoolExecutor`` (spawn context: TF and numba
-  do not survive fork) per worker slot, so a dead worker is known exactly and only it is restarted.
-* ``"ray"``: one Ray actor per slot, on the Ray cluster at ``address`` or on a local Ray instance
-  started with ``num_cpus=workers`` (``pip install placement_env[distributed]``). Ray is imported
-  only when this backend is used.
-
-With ``runtime="measured"`` every worker owns its own device set: on a ``local:N`` cluster each
-worker starts its own N local TF workers, so ``workers=K`` measures K placements at once on K
-device sets (each in its own network namespace).
-
-Failures: a worker that dies while it evaluates a placement (killed, out of memory, segfault) loses
-no sample: the slot gets a fresh worker and the placement is tried again, up to ``max_retries``
-times, after which it is reported as a failed ``Measurement`` (``failure="crash"``). A placement
-whose worker does not answer within ``timeout_s`` is reported as ``failure="timeout"`` and its
-worker is replaced. Either way the evaluator stays usable. An exception raised by the evaluation
-itself (e.g. an ``InvalidPlacementError``) is re-raised in the caller after the batch's other
-in-flight placements have finished.
-"""
+"""``ParallelEvaluator``: the Evaluator interface over a set of worker slots (see the package docstring)."""
 from __future__ import annotations
 
 import json
@@ -38,15 +8,20 @@ import socket
 import time
 import warnings
 from collections import deque
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED
 from concurrent.futures import wait as wait_futures
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable
 
 import numpy as np
 
-from .errors import RayUnreachableError, WorkerStartError
-from .placement import Measurement
+from ..benchmarks import load_benchmark
+from ..cluster import Cluster, load_cluster
+from ..errors import RayUnreachableError, WorkerStartError
+from ..evaluation import RUNTIMES, Evaluator
+from ..placement import Measurement
+from .slots import ProcessSlot, RaySlot, WorkerDied
+from .workers import RayWorker
 
 BACKENDS = ("process", "ray")
 DEFAULT_TIMEOUT_S = 900.0  # per placement: measured runtime's 600 s + worker start-up + margin
@@ -54,185 +29,8 @@ START_TIMEOUT_S = 300.0  # workers importing TF / numba and building their evalu
 CONNECT_TIMEOUT_S = 10.0  # a Ray address that does not accept a TCP connection within this is unreachable
 
 
-class _WorkerDied(Exception):
-    """Internal: the worker that held a placement died before answering."""
-
-
-# ---------------------------------------------------------------- worker side (process and Ray) --
-
-def _build_evaluator(benchmark: str, cluster: Any, runtime: str, costs: np.ndarray | None,
-                     measured_options: dict | None, worker_setup: Callable | None) -> Any:
-    from .evaluation import Evaluator
-
-    evaluator = Evaluator(benchmark, cluster, runtime, costs=costs, measured_options=measured_options or None)
-    if worker_setup is not None:
-        wrapped = worker_setup(evaluator)
-        if wrapped is not None:
-            evaluator = wrapped
-    return evaluator
-
-
-_EVALUATOR: Any = None  # the process worker's evaluator
-_START_ERROR: BaseException | None = None  # why it could not be built (re-raised by every task)
-
-
-def _process_init(*spec: Any) -> None:
-    global _EVALUATOR, _START_ERROR
-    try:
-        _EVALUATOR = _build_evaluator(*spec)
-    except BaseException as error:  # raising here would only show as a broken pool
-        _START_ERROR = error
-
-
-def _process_ready() -> int:
-    if _START_ERROR is not None:
-        raise _START_ERROR
-    return os.getpid()
-
-
-def _process_evaluate(placement: np.ndarray) -> Measurement:
-    if _START_ERROR is not None:
-        raise _START_ERROR
-    return _EVALUATOR(placement)
-
-
-def _process_close() -> None:
-    if _EVALUATOR is not None and hasattr(_EVALUATOR, "close"):
-        _EVALUATOR.close()
-
-
-class _RayWorker:
-    """The Ray actor's class (wrapped with ``ray.remote`` when the ray backend is first used)."""
-
-    def __init__(self, *spec: Any) -> None:
-        self._evaluator = _build_evaluator(*spec)
-
-    def ready(self) -> int:
-        return os.getpid()
-
-    def evaluate(self, placement: np.ndarray) -> Measurement:
-        return self._evaluator(placement)
-
-    def close(self) -> None:
-        if hasattr(self._evaluator, "close"):
-            self._evaluator.close()
-
-
-# ----------------------------------------------------------------------------------- slots --
-
-class _ProcessSlot:
-    """One worker process (a one-process ProcessPoolExecutor, so a death is attributed exactly)."""
-
-    def __init__(self, spec: tuple, context: Any) -> None:
-        self._spec, self._context = spec, context
-        self._pool: ProcessPoolExecutor | None = None
-        self.pid: int | None = None
-        self._start()
-
-    def _start(self) -> None:
-        self._pool = ProcessPoolExecutor(max_workers=1, mp_context=self._context,
-                                         initializer=_process_init, initargs=self._spec)
-        self.pid = None
-
-    def start_ready(self) -> Any:
-        return self._pool.submit(_process_ready)
-
-    def submit(self, placement: np.ndarray) -> Any:
-        try:
-            return self._pool.submit(_process_evaluate, placement)
-        except BrokenProcessPool:  # died while idle: nothing was lost, start a fresh one
-            self.restart()
-            return self._pool.submit(_process_evaluate, placement)
-
-    @staticmethod
-    def result(future: Any) -> Any:
-        try:
-            return future.result()
-        except BrokenProcessPool as error:
-            raise _WorkerDied(str(error) or "the worker process terminated abruptly") from error
-
-    def _kill(self) -> None:
-        pool, self._pool = self._pool, None
-        if pool is None:
-            return
-        processes = list((getattr(pool, "_processes", None) or {}).values())
-        for process in processes:
-            if process.is_alive():
-                process.kill()
-        pool.shutdown(wait=True, cancel_futures=True)
-        for process in processes:
-            process.join(timeout=10)
-
-    def restart(self) -> None:
-        self._kill()
-        self._start()
-
-    def close(self, timeout_s: float) -> None:
-        if self._pool is None:
-            return
-        try:  # let the worker's evaluator stop what it started (measured runtime's TF workers)
-            self._pool.submit(_process_close).result(timeout=timeout_s)
-        except Exception:
-            pass
-        self._kill()
-
-
-class _RaySlot:
-    """One Ray actor."""
-
-    def __init__(self, owner: "ParallelEvaluator") -> None:
-        self._owner = owner
-        self.actor: Any = None
-        self.pid: int | None = None
-        self._start()
-
-    def _start(self) -> None:
-        self.actor = self._owner._actor_class.remote(*self._owner._spec)
-        self.pid = None
-
-    def start_ready(self) -> Any:
-        return self.actor.ready.remote()
-
-    def submit(self, placement: np.ndarray) -> Any:
-        return self.actor.evaluate.remote(placement)
-
-    def result(self, ref: Any) -> Any:
-        ray, exceptions = self._owner._ray, self._owner._ray.exceptions
-        try:
-            return ray.get(ref)
-        except (exceptions.RayActorError, exceptions.WorkerCrashedError, exceptions.ObjectLostError) as error:
-            raise _WorkerDied(f"the Ray actor died ({type(error).__name__})") from error
-        except exceptions.RayTaskError as error:  # the evaluation raised: re-raise its own exception
-            raise error.as_instanceof_cause() from None
-
-    def _kill(self) -> None:
-        actor, self.actor = self.actor, None
-        if actor is not None:
-            try:
-                self._owner._ray.kill(actor, no_restart=True)
-            except Exception:
-                pass
-
-    def restart(self) -> None:
-        self._kill()
-        self._start()
-
-    def close(self, timeout_s: float) -> None:
-        if self.actor is None:
-            return
-        try:
-            self._owner._ray.get(self.actor.close.remote(), timeout=timeout_s)
-        except Exception:
-            pass
-        self._kill()
-
-
-# ------------------------------------------------------------------------------- evaluator --
-
 def _cluster_spec(cluster: Any) -> Any:
     """The cluster as a name/path string or its JSON dict (what workers rebuild it from)."""
-    from placement_env.cluster import Cluster, load_cluster
-
     if isinstance(cluster, (str, os.PathLike)):
         load_cluster(cluster)  # a bad name fails here, not in every worker
         return os.fspath(cluster)
@@ -289,10 +87,6 @@ class ParallelEvaluator:
                  max_retries: int = 1, costs: Any = None, measured_options: dict[str, Any] | None = None,
                  worker_setup: Callable[[Any], Any] | None = None, ray_actor_options: dict[str, Any] | None = None,
                  start_timeout_s: float = START_TIMEOUT_S, connect_timeout_s: float = CONNECT_TIMEOUT_S) -> None:
-        from placement_env.benchmarks import load_benchmark
-        from placement_env.cluster import load_cluster
-        from placement_env.evaluation import RUNTIMES
-
         if backend not in BACKENDS:
             raise ValueError(f"backend={backend!r}; expected one of {', '.join(map(repr, BACKENDS))}")
         if runtime not in RUNTIMES:
@@ -318,8 +112,6 @@ class ParallelEvaluator:
         self.n_groups = graph.n_groups
         if runtime == "sim":
             # Op costs computed once here (analytical costs import TensorFlow) and sent to each worker at start.
-            from placement_env.evaluation import Evaluator
-
             costs = Evaluator(graph, load_cluster(cluster_spec), costs=costs).costs.seconds
         elif costs is not None:
             raise ValueError(f"costs are for runtime='sim', not {runtime!r}")
@@ -363,12 +155,12 @@ class ParallelEvaluator:
                 ray.init(num_cpus=self.workers, include_dashboard=False, logging_level="ERROR",
                          log_to_driver=False)
             self._owns_ray = True
-        self._actor_class = ray.remote(**self._ray_actor_options)(_RayWorker)
+        self._actor_class = ray.remote(**self._ray_actor_options)(RayWorker)
 
     def _new_slot(self) -> Any:
         if self.backend == "process":
-            return _ProcessSlot(self._spec, multiprocessing.get_context("spawn"))
-        return _RaySlot(self)
+            return ProcessSlot(self._spec, multiprocessing.get_context("spawn"))
+        return RaySlot(self._ray, self._actor_class, self._spec)
 
     def _start_slots(self) -> None:
         self._slots = [self._new_slot() for _ in range(self.workers)]
@@ -456,7 +248,7 @@ class ParallelEvaluator:
                 slot, i, _ = inflight.pop(handle)
                 try:
                     results[i] = slot.result(handle)
-                except _WorkerDied as died:
+                except WorkerDied as died:
                     slot.restart()
                     attempts[i] += 1
                     if attempts[i] > self.max_retries:
