@@ -7,10 +7,9 @@ import pickle
 import numpy as np
 import pytest
 
-from placement_env.cluster import (
-    DEVICE_KINDS, PRESETS, Cluster, Device, load_cluster, local_cluster, preset_names,
-)
+from placement_env.cluster import PRESETS, Cluster, Device, load_cluster, local_cluster, preset_names
 from placement_env.errors import ClusterConfigError, UnknownClusterError
+from placement_env.opgraph import DEVICE_KINDS
 
 
 def small() -> dict:

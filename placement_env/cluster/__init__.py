@@ -1,0 +1,25 @@
+"""The machine or cluster a graph is placed on: devices and the links between them.
+
+``load_cluster`` turns a preset name, ``"local:N"``, a JSON path or a dict into a ``Cluster``
+and never touches the network; ``cluster_from_spec`` builds one from a running TF cluster (a
+``tf.train.ClusterSpec``) by connecting to its servers and listing their devices. Modules:
+
+- ``checks``: value rules and their error messages, shared by the others;
+- ``device``: ``Device``, one device's record and field rules;
+- ``model``: ``Cluster``, the immutable devices + link matrices and their array views;
+- ``schema``: the JSON form (validation, ``default_link`` + ``links``, files);
+- ``hardware``: units and hardware figures shared by presets and probing;
+- ``presets``: the built-in machines and ``local_cluster(n)``;
+- ``probe``: ``cluster_from_spec``, the only module that opens connections (imports TF lazily);
+- ``load``: ``load_cluster``.
+"""
+from __future__ import annotations
+
+from .device import Device
+from .load import load_cluster
+from .model import Cluster
+from .presets import MAX_LOCAL_WORKERS, PRESETS, local_cluster, preset_names
+from .probe import cluster_from_spec
+
+__all__ = ["Cluster", "Device", "load_cluster", "cluster_from_spec", "PRESETS", "preset_names", "local_cluster",
+           "MAX_LOCAL_WORKERS"]

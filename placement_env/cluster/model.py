@@ -1,0 +1,243 @@
+"""``Cluster``: the immutable machine or cluster a graph is placed on.
+
+A cluster is a tuple of ``Device`` records plus two n x n link matrices (bandwidth in bytes/s
+per direction, latency in seconds). Simulators read it through read-only numpy arrays; it is
+validated once, when built, so everything downstream can trust it. Its JSON form lives in
+``schema``; the methods here that read or write JSON call it.
+"""
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from ..errors import ClusterConfigError
+from ..opgraph import DEVICE_KINDS  # index = value in Cluster.kinds
+from . import schema
+from .checks import BANDWIDTH_RULE, bad, is_int, nonempty_str, positive, remote_jobs, seconds, show
+from .device import Device, check_unique
+
+
+@dataclass(frozen=True, eq=False)
+class Cluster:
+    """Devices plus per-direction link bandwidth (bytes/s) and latency (s) between every pair.
+
+    ``bandwidth[i, j]`` and ``latency[i, j]`` describe a transfer from device i to device j; the
+    diagonal is ``inf`` and ``0``. Both matrices are read-only float64 copies.
+    """
+
+    name: str
+    devices: tuple[Device, ...]
+    bandwidth: np.ndarray = field(repr=False)
+    latency: np.ndarray = field(repr=False)
+    local_workers: int = 0  # N for a `local:N` cluster of real local TF worker processes
+    # A running TF cluster the devices live on (see cluster_from_spec): the gRPC target of its
+    # master ("grpc://host:port") and its ClusterSpec as {job: ("host:port", ...)} (task i = i-th).
+    remote_target: str = ""
+    remote_jobs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        nonempty_str(self.name, "name")
+        devices = tuple(self.devices) if isinstance(self.devices, (list, tuple)) else self.devices
+        if not isinstance(devices, tuple) or not devices:
+            raise bad("devices", devices, "a non-empty sequence of Device")
+        for i, device in enumerate(devices):
+            if not isinstance(device, Device):
+                raise bad(f"devices[{i}]", device, "a Device")
+        check_unique(devices)
+        object.__setattr__(self, "devices", devices)
+        for key in ("bandwidth", "latency"):
+            object.__setattr__(self, key, _link_matrix(key, getattr(self, key), devices))
+        workers = self.local_workers
+        n = len(devices)
+        if not is_int(workers) or workers < 0:
+            raise bad("local_workers", workers, "an integer >= 0")
+        if workers not in (0, n):
+            raise bad("local_workers", workers, f"0 or the number of devices ({n}): one worker per device")
+        object.__setattr__(self, "local_workers", int(workers))
+        jobs = remote_jobs(self.remote_jobs, "remote_jobs")
+        target = self.remote_target
+        if not isinstance(target, str) or (target and not (target.startswith("grpc://") and len(target) > 7)):
+            raise bad("remote_target", target, 'a gRPC target "grpc://host:port", or "" for none')
+        if bool(target) != bool(jobs):
+            raise ClusterConfigError(
+                f"remote_target = {show(target)}, remote_jobs = {show(jobs)}: "
+                "give both (a remote TF cluster) or neither")
+        if target and self.local_workers:
+            raise ClusterConfigError("a cluster has either local_workers or a remote_target, not both")
+        object.__setattr__(self, "remote_jobs", MappingProxyType(jobs))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Cluster):
+            return NotImplemented
+        return (self.name == other.name and self.devices == other.devices
+                and self.local_workers == other.local_workers
+                and self.remote_target == other.remote_target
+                and dict(self.remote_jobs) == dict(other.remote_jobs)
+                and np.array_equal(self.bandwidth, other.bandwidth)
+                and np.array_equal(self.latency, other.latency))
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.devices, self.local_workers, self.remote_target,
+                     tuple(sorted(self.remote_jobs.items())), self.bandwidth.tobytes(), self.latency.tobytes()))
+
+    def __reduce__(self) -> tuple:
+        # Rebuild through __init__ so an unpickled cluster is validated and its arrays read-only.
+        return (Cluster, (self.name, self.devices, self.bandwidth, self.latency, self.local_workers,
+                          self.remote_target, dict(self.remote_jobs)))
+
+    # -- array views for simulators ---------------------------------------------------------
+
+    @property
+    def n_devices(self) -> int:
+        """Number of devices."""
+        return len(self.devices)
+
+    @cached_property
+    def kinds(self) -> np.ndarray:
+        """Kind index per device (0 = CPU, 1 = GPU, see DEVICE_KINDS)."""
+        return _frozen([DEVICE_KINDS.index(d.kind) for d in self.devices], np.int64)
+
+    @cached_property
+    def peak_flops(self) -> np.ndarray:
+        """fp32 FLOP/s per device."""
+        return _frozen([d.peak_flops for d in self.devices], np.float64)
+
+    @cached_property
+    def memory_bandwidth(self) -> np.ndarray:
+        """Device-memory bytes/s per device."""
+        return _frozen([d.memory_bandwidth for d in self.devices], np.float64)
+
+    @cached_property
+    def memory_bytes(self) -> np.ndarray:
+        """Memory capacity in bytes per device."""
+        return _frozen([d.memory_bytes for d in self.devices], np.int64)
+
+    @cached_property
+    def op_overhead_s(self) -> np.ndarray:
+        """Fixed seconds added to every op run on each device."""
+        return _frozen([d.op_overhead_s for d in self.devices], np.float64)
+
+    @cached_property
+    def concurrency(self) -> np.ndarray:
+        """Ops that can run at once per device."""
+        return _frozen([d.concurrency for d in self.devices], np.int64)
+
+    @cached_property
+    def _index(self) -> dict[str, int]:
+        return {d.name: i for i, d in enumerate(self.devices)}
+
+    def device_index(self, name: str) -> int:
+        """Index of the device called ``name``."""
+        try:
+            return self._index[name]
+        except (KeyError, TypeError):
+            raise ClusterConfigError(
+                f'device {show(name)} is not in cluster "{self.name}"; devices: {", ".join(self._index)}'
+            ) from None
+
+    # -- JSON (see schema) ----------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: the most common link as ``default_link``, other pairs as ``links``."""
+        return schema.to_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Cluster:
+        """Build a cluster from its JSON form; every problem is a ClusterConfigError naming the key."""
+        return schema.from_dict(cls, data)
+
+    def to_json(self) -> str:
+        """The JSON form as indented text; ``from_json`` reads it back to an equal cluster."""
+        return schema.to_json(self)
+
+    @classmethod
+    def from_json(cls, text: str) -> Cluster:
+        """Parse the JSON form (see ``from_dict``)."""
+        return schema.from_json(cls, text)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write ``to_json()`` to ``path``."""
+        schema.save(self, path)
+
+    @classmethod
+    def load_json(cls, path: str | os.PathLike[str]) -> Cluster:
+        """Read a cluster JSON file; errors are prefixed with the file name."""
+        return schema.load_json(cls, path)
+
+    # -- CLI ----------------------------------------------------------------------------------
+
+    def describe(self) -> str:
+        """A short table: one line per device, then the distinct links with their pair counts."""
+        lines = [f"{self.name}: {self.n_devices} devices"
+                 + (f", {self.local_workers} local TF worker processes" if self.local_workers else "")
+                 + (f", remote TF cluster at {self.remote_target}" if self.remote_target else ""),
+                 f"  {'#':>2}  {'name':<8} {'kind':<4} {'TFLOP/s':>8} {'mem GB/s':>9} {'mem GiB':>8} "
+                 f"{'conc':>4} {'op us':>6}  tf_device"]
+        for i, d in enumerate(self.devices):
+            lines.append(f"  {i:>2}  {d.name:<8} {d.kind:<4} {d.peak_flops / 1e12:>8.2f} "
+                         f"{d.memory_bandwidth / 1e9:>9.1f} {d.memory_bytes / 2**30:>8.1f} "
+                         f"{d.concurrency:>4} {d.op_overhead_s * 1e6:>6.1f}  {d.tf_device}")
+        groups: dict[tuple[float, float], list[str]] = {}
+        for i in range(self.n_devices):
+            for j in range(self.n_devices):
+                if i != j:
+                    key = (float(self.bandwidth[i, j]), float(self.latency[i, j]))
+                    groups.setdefault(key, []).append(f"{self.devices[i].name}->{self.devices[j].name}")
+        if groups:
+            lines.append("  links (per direction):")
+        for (bw, lat), pairs in sorted(groups.items(), reverse=True):
+            shown = ", ".join(pairs[:3]) + (", ..." if len(pairs) > 3 else "")
+            lines.append(f"    {bw / 1e9:8.1f} GB/s {lat * 1e6:7.1f} us  {len(pairs):>3} pairs: {shown}")
+        return "\n".join(lines)
+
+
+def linked_cluster(name: str, devices: Sequence[Device], link: Callable[[Device, Device], tuple[float, float]],
+                   **fields: Any) -> Cluster:
+    """A cluster whose (bandwidth, latency) from device a to device b (a != b) is ``link(a, b)``.
+
+    ``fields`` are the other fields of Cluster (``local_workers``, ``remote_target``, ``remote_jobs``).
+    """
+    n = len(devices)
+    bandwidth, latency = np.full((n, n), np.inf), np.zeros((n, n))
+    for i, a in enumerate(devices):
+        for j, b in enumerate(devices):
+            if i != j:
+                bandwidth[i, j], latency[i, j] = link(a, b)
+    return Cluster(name, tuple(devices), bandwidth, latency, **fields)
+
+
+def _link_matrix(key: str, value: object, devices: tuple[Device, ...]) -> np.ndarray:
+    """``value`` as a read-only float64 n x n matrix of valid ``key`` ("bandwidth" or "latency") links."""
+    n = len(devices)
+    diagonal = math.inf if key == "bandwidth" else 0.0
+    try:
+        matrix = np.array(value, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ClusterConfigError(f"{key}: must be an {n} x {n} matrix of numbers ({exc})") from None
+    if matrix.shape != (n, n):
+        raise ClusterConfigError(f"{key}: shape {matrix.shape} must be ({n}, {n}), one row and column per device")
+    for i in range(n):
+        for j in range(n):
+            entry, where = float(matrix[i, j]), f'from "{devices[i].name}" to "{devices[j].name}"'
+            if i == j:
+                if entry != diagonal:
+                    raise bad(f"{key}[{i}, {j}]", entry, f"{diagonal} on the diagonal", where)
+            elif key == "bandwidth":
+                positive(entry, f"{key}[{i}, {j}]", BANDWIDTH_RULE, where)
+            else:
+                seconds(entry, f"{key}[{i}, {j}]", where)
+    matrix.setflags(write=False)
+    return matrix
+
+
+def _frozen(values: list, dtype: type) -> np.ndarray:
+    array = np.array(values, dtype=dtype)
+    array.setflags(write=False)
+    return array

@@ -1,0 +1,241 @@
+"""The JSON form of a cluster: its keys, its validation, and reading and writing it.
+
+A cluster is written as its devices plus a ``default_link`` (the most common bandwidth and
+latency) and ``links`` overrides per pair, so a file stays short and readable; reading it back
+gives an equal cluster. Every problem is a ``ClusterConfigError`` that names the key, the value
+and the rule (``links[0].dst = "gpu:7": must be the name of a device of this cluster: ...``).
+``Cluster.to_dict/from_dict/to_json/from_json/save/load_json`` call the functions here.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+
+from ..errors import ClusterConfigError
+from ..opgraph import DEVICE_KINDS
+from .checks import BANDWIDTH_RULE, bad, nonempty_str, positive, seconds, show
+from .device import Device, check_unique, device_fields
+
+if TYPE_CHECKING:
+    from .model import Cluster
+
+C = TypeVar("C", bound="Cluster")
+
+DEVICE_REQUIRED = ("name", "kind", "peak_flops", "memory_bandwidth", "memory_bytes", "concurrency")
+DEVICE_OPTIONAL = ("tf_device", "op_overhead_s")
+CLUSTER_REQUIRED = ("name", "devices")
+CLUSTER_OPTIONAL = ("default_link", "links", "local_workers", "remote_target", "remote_jobs")
+LINK_REQUIRED = ("src", "dst")
+LINK_OPTIONAL = ("bandwidth", "latency", "bidirectional")
+
+Link = tuple[float, float]  # (bandwidth bytes/s, latency s) of one direction
+
+
+def check_keys(obj: object, path: str, required: tuple[str, ...], optional: tuple[str, ...]) -> dict:
+    """Return ``obj`` if it is a dict with all ``required`` keys and no keys outside both lists."""
+    accepted = ", ".join(required + optional)
+    if not isinstance(obj, dict):
+        raise bad(path, obj, f"a JSON object with keys {accepted}")
+    for key in obj:
+        if key not in required and key not in optional:
+            close = difflib.get_close_matches(str(key), required + optional, n=1)
+            hint = f' (did you mean "{close[0]}"?)' if close else ""
+            raise ClusterConfigError(f'{path}: unknown key {show(key)}{hint}; accepted keys: {accepted}')
+    for key in required:
+        if key not in obj:
+            raise ClusterConfigError(
+                f'{path}: missing required key "{key}"; required keys: {", ".join(required)}'
+                + (f'; optional keys: {", ".join(optional)}' if optional else "")
+            )
+    return obj
+
+
+# -- writing ----------------------------------------------------------------------------------
+
+
+def to_dict(cluster: Cluster) -> dict[str, Any]:
+    """The JSON form: the most common link as ``default_link``, other pairs as ``links``."""
+    n = cluster.n_devices
+    pair = {(i, j): (float(cluster.bandwidth[i, j]), float(cluster.latency[i, j]))
+            for i in range(n) for j in range(n) if i != j}
+    out: dict[str, Any] = {
+        "name": cluster.name,
+        "local_workers": cluster.local_workers,
+        "devices": [
+            {"name": d.name, "kind": d.kind, "peak_flops": d.peak_flops,
+             "memory_bandwidth": d.memory_bandwidth, "memory_bytes": d.memory_bytes,
+             "concurrency": d.concurrency, "tf_device": d.tf_device, "op_overhead_s": d.op_overhead_s}
+            for d in cluster.devices
+        ],
+    }
+    if cluster.remote_target:
+        out["remote_target"] = cluster.remote_target
+        out["remote_jobs"] = {job: list(tasks) for job, tasks in cluster.remote_jobs.items()}
+    if not pair:
+        return out
+    default = Counter(pair.values()).most_common(1)[0][0]
+    out["default_link"] = {"bandwidth": default[0], "latency": default[1]}
+    out["links"] = _link_overrides(cluster, pair, default)
+    return out
+
+
+def _link_overrides(cluster: Cluster, pair: dict[tuple[int, int], Link], default: Link) -> list[dict[str, Any]]:
+    """The links that differ from ``default``: one bidirectional entry where both directions agree."""
+    names = [d.name for d in cluster.devices]
+    links = []
+    for i in range(len(names)):
+        for j in range(i + 1, len(names)):
+            forward, backward = pair[i, j], pair[j, i]
+            if forward == backward != default:
+                links.append(_link_dict(names[i], names[j], forward, True))
+                continue
+            if forward != default:
+                links.append(_link_dict(names[i], names[j], forward, False))
+            if backward != default:
+                links.append(_link_dict(names[j], names[i], backward, False))
+    return links
+
+
+def _link_dict(src: str, dst: str, link: Link, bidirectional: bool) -> dict[str, Any]:
+    return {"src": src, "dst": dst, "bandwidth": link[0], "latency": link[1], "bidirectional": bidirectional}
+
+
+def to_json(cluster: Cluster) -> str:
+    """The JSON form as indented text."""
+    return json.dumps(to_dict(cluster), indent=2) + "\n"
+
+
+def save(cluster: Cluster, path: str | os.PathLike[str]) -> None:
+    """Write ``to_json(cluster)`` to ``path``."""
+    Path(path).write_text(to_json(cluster), encoding="utf-8")
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+
+def from_dict(cls: type[C], data: Mapping[str, Any]) -> C:
+    """A ``cls`` (Cluster) from its JSON form; every problem is a ClusterConfigError naming the key."""
+    data = check_keys(dict(data) if isinstance(data, Mapping) else data, "cluster",
+                      CLUSTER_REQUIRED, CLUSTER_OPTIONAL)
+    name = nonempty_str(data["name"], "name")
+    devices = _devices(data["devices"])
+    check_unique(devices)
+    bandwidth, latency = _link_matrices(data, devices)
+    return cls(name=name, devices=tuple(devices), bandwidth=bandwidth, latency=latency,
+               local_workers=data.get("local_workers", 0), remote_target=data.get("remote_target", ""),
+               remote_jobs=data.get("remote_jobs", {}))
+
+
+def _devices(raw_devices: object) -> list[Device]:
+    """The devices of the JSON form; a missing ``tf_device`` is the next device of its kind on this host."""
+    if not isinstance(raw_devices, list) or not raw_devices:
+        raise bad("devices", raw_devices, "a non-empty list of device objects")
+    devices: list[Device] = []
+    per_kind: Counter[str] = Counter()
+    for i, raw in enumerate(raw_devices):
+        path = f"devices[{i}]"
+        raw = dict(check_keys(raw, path, DEVICE_REQUIRED, DEVICE_OPTIONAL))
+        kind = raw["kind"]
+        if kind in DEVICE_KINDS:
+            raw.setdefault("tf_device", f"/job:localhost/replica:0/task:0/device:{kind}:{per_kind[kind]}")
+            per_kind[kind] += 1
+        devices.append(Device(**device_fields(raw, path)))
+    return devices
+
+
+def from_json(cls: type[C], text: str) -> C:
+    """Parse the JSON form (see ``from_dict``)."""
+    return from_dict(cls, parse_json(text, "cluster JSON"))
+
+
+def load_json(cls: type[C], path: str | os.PathLike[str]) -> C:
+    """Read a cluster JSON file; errors are prefixed with the file name."""
+    data = parse_json(Path(path).read_text(encoding="utf-8"), str(path))
+    try:
+        return from_dict(cls, data)
+    except ClusterConfigError as exc:
+        raise ClusterConfigError(f"{path}: {exc}") from None
+
+
+def parse_json(text: str, source: str) -> Any:
+    """``json.loads(text)``, failing with a ClusterConfigError that names ``source``."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ClusterConfigError(f"{source}: not valid JSON: {exc}") from None
+
+
+def _default_link(data: dict) -> Link | None:
+    if "default_link" not in data:
+        return None
+    raw = check_keys(data["default_link"], "default_link", ("bandwidth", "latency"), ())
+    return (positive(raw["bandwidth"], "default_link.bandwidth", BANDWIDTH_RULE),
+            seconds(raw["latency"], "default_link.latency"))
+
+
+def _link_matrices(data: dict, devices: list[Device]) -> tuple[np.ndarray, np.ndarray]:
+    """Bandwidth and latency matrices from ``default_link`` and the ``links`` overrides."""
+    n = len(devices)
+    bandwidth = np.full((n, n), np.nan)
+    latency = np.full((n, n), np.nan)
+    np.fill_diagonal(bandwidth, np.inf)
+    np.fill_diagonal(latency, 0.0)
+    default = _default_link(data)
+    if default is not None:
+        off = ~np.eye(n, dtype=bool)
+        bandwidth[off], latency[off] = default
+    index = {d.name: i for i, d in enumerate(devices)}
+    links = data.get("links", [])
+    if not isinstance(links, list):
+        raise bad("links", links, "a list of link objects")
+    set_by: dict[tuple[int, int], int] = {}
+    for k, raw in enumerate(links):
+        src, dst, values, bidirectional = _link(raw, f"links[{k}]", index, default)
+        for i, j in ((src, dst), (dst, src)) if bidirectional else ((src, dst),):
+            if (i, j) in set_by:
+                raise ClusterConfigError(
+                    f'links[{k}]: sets "{devices[i].name}" -> "{devices[j].name}" again '
+                    f"(already set by links[{set_by[i, j]}]); give each direction once")
+            set_by[i, j] = k
+            bandwidth[i, j], latency[i, j] = values
+    missing = np.argwhere(np.isnan(bandwidth))
+    if len(missing):
+        i, j = missing[0]
+        raise ClusterConfigError(
+            f'default_link: missing, and no link sets "{devices[i].name}" -> "{devices[j].name}"; '
+            'add "default_link": {"bandwidth": ..., "latency": ...} or a link for every pair')
+    return bandwidth, latency
+
+
+def _link(raw: object, path: str, index: dict[str, int], default: Link | None) -> tuple[int, int, Link, bool]:
+    """``(src, dst, (bandwidth, latency), bidirectional)`` of one entry of ``links``."""
+    raw = check_keys(raw, path, LINK_REQUIRED, LINK_OPTIONAL)
+    ends = []
+    for key in ("src", "dst"):
+        if raw[key] not in index:
+            raise bad(f"{path}.{key}", raw[key], f"the name of a device of this cluster: {', '.join(index)}")
+        ends.append(index[raw[key]])
+    src, dst = ends
+    if src == dst:
+        raise bad(f"{path}.dst", raw["dst"], "a device other than src (a device's own link is free)")
+    where = f'between "{raw["src"]}" and "{raw["dst"]}"'
+    values = []
+    for pos, key in enumerate(("bandwidth", "latency")):
+        if key in raw:
+            values.append(positive(raw[key], f"{path}.{key}", BANDWIDTH_RULE, where) if pos == 0
+                          else seconds(raw[key], f"{path}.{key}", where))
+        elif default is not None:
+            values.append(default[pos])
+        else:
+            raise ClusterConfigError(f'{path}: missing key "{key}" and there is no default_link to fall back on')
+    bidirectional = raw.get("bidirectional", True)
+    if not isinstance(bidirectional, bool):
+        raise bad(f"{path}.bidirectional", bidirectional, "true or false", where)
+    return src, dst, (values[0], values[1]), bidirectional
