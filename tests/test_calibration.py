@@ -11,8 +11,8 @@ from placement_env.calibration import (Calibration, calibrate, calibrated_cluste
                                        fit_simulator, simulated_runtimes, with_link)
 from placement_env.placement import random_placements
 from placement_env.costs import analytical_costs
-from placement_env.runtime import measured
 from placement_env.runtime.measured import MeasuredRuntime
+from placement_env.runtime.workers import alive
 
 from tf_helpers import child_pids, needs_netns
 
@@ -176,7 +176,7 @@ def test_real_calibration_on_local2(synth, local2):
     with MeasuredRuntime(local2, steps=7, warmup=2, timeout_s=120) as rt:
         cal = calibrate(synth, local2, n_placements=16, seed=0, runtime=rt, progress=False, folds=4)
         driver = rt.workers.pid
-    assert driver is not None and not measured._alive(driver)
+    assert driver is not None and not alive(driver)
     assert set(child_pids(os.getpid())) <= before  # no driver or worker left behind
     assert len(cal.measured_s) >= 14, cal.failures
     assert np.ptp(cal.measured_s) > 2 * np.min(cal.measured_s)  # placements differ in step time

@@ -19,8 +19,8 @@ import pytest
 import placement_env as pe
 from placement_env.cluster import cluster_from_spec
 from placement_env.errors import ClusterUnreachableError
-from placement_env.runtime import measured
 from placement_env.runtime.measured import MeasuredRuntime
+from placement_env.runtime.workers import unshare_command
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 from tf_helpers import needs_netns
@@ -38,10 +38,10 @@ server.join()
 
 def _inside_namespace() -> dict:
     """Run in the private namespace: start 2 servers, probe them, measure; return a report."""
-    from placement_env.runtime.local_driver import _bring_loopback_up, _free_ports
+    from placement_env.runtime.local_driver import bring_loopback_up, free_ports
 
-    _bring_loopback_up()
-    addresses = [f"localhost:{p}" for p in _free_ports(2)]
+    bring_loopback_up()
+    addresses = [f"localhost:{p}" for p in free_ports(2)]
     servers = [subprocess.Popen([sys.executable, "-c", _SERVER, ",".join(addresses), str(i)],
                                 stdout=subprocess.PIPE, stdin=subprocess.DEVNULL) for i in range(2)]
     try:
@@ -72,7 +72,7 @@ def _inside_namespace() -> dict:
 def report():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p),
                TF_CPP_MIN_LOG_LEVEL="2")
-    out = subprocess.run([*measured._unshare_command(), sys.executable, os.path.abspath(__file__), "--inside"],
+    out = subprocess.run([*unshare_command(), sys.executable, os.path.abspath(__file__), "--inside"],
                          capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-4000:]
     return json.loads(out.stdout.strip().splitlines()[-1])

@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 
 import placement_env as pe
-from placement_env.runtime import measured
-from placement_env.runtime.measured import IsolationError, LocalWorkers, MeasuredRuntime, _alive
+from placement_env.errors import IsolationError
+from placement_env.runtime.driver import LocalWorkers
+from placement_env.runtime.measured import MeasuredRuntime
+from placement_env.runtime.workers import alive
 
 from tf_helpers import child_pids, live_processes_where, needs_netns
 
@@ -59,7 +61,7 @@ def test_invalid_placement_raises_before_any_worker_starts(graph, cluster):
 
 
 def test_refuses_exposed_workers_without_consent(monkeypatch):
-    monkeypatch.setattr(measured, "_unshare_command", lambda: None)
+    monkeypatch.setattr("placement_env.runtime.workers.unshare_command", lambda: None)
     with pytest.raises(IsolationError, match="allow_exposed_workers"):
         LocalWorkers(2)
     with pytest.raises(IsolationError):
@@ -128,7 +130,7 @@ def test_worker_killed_mid_run_is_a_crash_then_recovers(runtime, graph):
     assert not m.ok and m.failure == "crash", (m.failure, m.message)
     assert "died" in m.message
     assert time.monotonic() - begin < 30
-    assert not _group_members(driver) and not _alive(victim)
+    assert not _group_members(driver) and not alive(victim)
     _assert_ok(runtime.measure(graph, _split(graph)))
     assert runtime.workers.pid != driver
 
@@ -185,5 +187,5 @@ def test_close_leaves_no_processes(cluster, graph):
         assert set(workers) <= set(_group_members(driver))
     assert not rt.workers.running
     assert not _group_members(driver)
-    assert not any(_alive(pid) for pid in [driver, *workers])
+    assert not any(alive(pid) for pid in [driver, *workers])
     assert driver not in child_pids(os.getpid())

@@ -49,9 +49,9 @@ def assert_hard_constraints(graph: pe.OpGraph) -> None:
 
 
 def _netns_allowed() -> bool:
-    from placement_env.runtime import measured
+    from placement_env.runtime.workers import unshare_command
 
-    return measured._unshare_command() is not None
+    return unshare_command() is not None
 
 
 needs_netns = pytest.mark.skipif(not _netns_allowed(), reason="no private network namespace (unshare) on this machine")

@@ -14,6 +14,14 @@ Limits: grappler prices cross-device copies from the devices' own memory bandwid
 the cluster's link matrix, and has no per-op launch overhead. Memory: grappler itself refuses a
 step whose peak exceeds a device's ``memory_size`` (ResourceExhausted) -> ``failure="oom"``;
 ``peak_bytes`` comes from ``DeterminePeakMemoryUsage`` (a second scheduler pass).
+
+Caching: both the prepared item of a graph (its parsed MetaGraphDef and the op index of each node,
+owned by the graph) and the virtual cluster of a cluster (keyed by the cluster's value, as equal
+clusters give identical virtual clusters) live in :data:`placement_env.derived.DERIVED`. A virtual
+cluster holds a TF C++ cluster that must be shut down: one that DERIVED drops is shut down by its
+own ``__del__`` once unreferenced, and the ones still cached at exit are shut down by an atexit
+hook (through ``DERIVED.values``) before TF's bindings are torn down. The cached MetaGraphDef is
+mutated by every call (each node's device), so calls take a module lock.
 """
 from __future__ import annotations
 
@@ -26,50 +34,47 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..costs import SLOWDOWN, device_properties, metagraph_for
+from ..derived import DERIVED
 from ..opgraph import OpGraph
 from ..placement import Measurement, check_placement, kernel_violations, op_devices
 
-_LOCK = threading.Lock()  # the cached protos below are mutated per call
-_PREPARED: dict[int, tuple[OpGraph, Any, np.ndarray]] = {}  # id(graph) -> (graph, metagraph, op index per node)
-_CLUSTERS: dict[Cluster, Any] = {}  # cluster -> grappler virtual cluster
-_MAX_CACHED = 8
+_LOCK = threading.Lock()  # the cached MetaGraphDefs are mutated per call
+PREPARED_KIND = "grappler_item"  # DERIVED kind: (MetaGraphDef, op index per node) of a graph
+CLUSTER_KIND = "grappler_cluster"  # DERIVED kind: grappler virtual cluster of a cluster
 
 
 def _prepared(graph: OpGraph) -> tuple[Any, np.ndarray]:
     """The parsed MetaGraphDef of ``graph`` and, per GraphDef node, its op index (-1: not a step op)."""
-    entry = _PREPARED.get(id(graph))
-    if entry is not None and entry[0] is graph:
-        return entry[1], entry[2]
-    metagraph = metagraph_for(graph)
-    index = graph.index_by_name
-    node_ops = np.array([index.get(node.name, -1) for node in metagraph.graph_def.node], dtype=np.int64)
-    if len(_PREPARED) >= _MAX_CACHED:
-        _PREPARED.pop(next(iter(_PREPARED)))
-    _PREPARED[id(graph)] = (graph, metagraph, node_ops)
-    return metagraph, node_ops
+
+    def build() -> tuple[Any, np.ndarray]:
+        metagraph = metagraph_for(graph)
+        index = graph.index_by_name
+        node_ops = np.array([index.get(node.name, -1) for node in metagraph.graph_def.node], dtype=np.int64)
+        return metagraph, node_ops
+
+    return DERIVED.get(PREPARED_KIND, graph, build=build)
 
 
 @atexit.register
 def _shutdown_clusters() -> None:
     """Shut the cached virtual clusters down before TF's bindings are torn down at exit."""
-    while _CLUSTERS:
-        _, virtual = _CLUSTERS.popitem()
+    for virtual in DERIVED.values(CLUSTER_KIND):
         virtual.Shutdown()
+    DERIVED.clear(CLUSTER_KIND)
 
 
 def _virtual_cluster(cluster: Cluster) -> Any:
-    virtual = _CLUSTERS.get(cluster)
-    if virtual is None:
+    """The grappler virtual cluster with one NamedDevice per device of ``cluster`` (probed SLOWDOWN times slower)."""
+
+    def build() -> Any:
         from tensorflow.core.protobuf import device_properties_pb2
         from tensorflow.python.grappler import cluster as gcluster
 
         devices = [device_properties_pb2.NamedDevice(name=d.tf_device, properties=device_properties(d, None, SLOWDOWN))
                    for d in cluster.devices]
-        virtual = gcluster.Cluster(devices=devices)
-        if len(_CLUSTERS) >= _MAX_CACHED:
-            _CLUSTERS.pop(next(iter(_CLUSTERS))).Shutdown()
-        _CLUSTERS[cluster] = virtual
-    return virtual
+        return gcluster.Cluster(devices=devices)
+
+    return DERIVED.get(CLUSTER_KIND, key=cluster, build=build)
 
 
 def _peaks(virtual: Any, tf_item: Any, cluster: Cluster) -> np.ndarray:

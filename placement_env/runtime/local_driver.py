@@ -1,6 +1,6 @@
 """Driver program of the measured runtime: N local TF workers plus a request loop.
 
-Run by :class:`placement_env.runtime.measured.LocalWorkers` as::
+Run by :class:`placement_env.runtime.driver.LocalWorkers` as::
 
     unshare --net --map-root-user -- python -m placement_env.runtime.local_driver --workers N --isolated
 
@@ -8,12 +8,12 @@ Inside the private network namespace the driver brings ``lo`` up, starts N
 ``tf.distribute.Server`` worker processes (its children, so they share the namespace) on
 127.0.0.1 ports, and then serves requests from its parent over stdin/stdout.
 
-With ``--target grpc://host:port`` (run by :class:`placement_env.runtime.measured.RemoteDriver`,
+With ``--target grpc://host:port`` (run by :class:`placement_env.runtime.driver.RemoteDriver`,
 in the caller's own network namespace) it starts no workers: it runs every measurement on the
 user's already running TF cluster behind that master, with the same protocol.
 
-Wire format, both directions: a 4-byte big-endian header length, a UTF-8 JSON header, then
-``header["payload_len"]`` raw bytes (0 if absent). The driver's first message is a hello
+Messages, both directions, are framed by :mod:`placement_env.runtime.protocol` (a JSON header
+and raw payload bytes). The driver's first message is a hello
 ``{"kind": "hello", "ports": [...], "worker_pids": [...], "interfaces": [...], "isolated": bool,
 "target": "grpc://..."}`` (no ports or worker pids with ``--target``).
 
@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import fcntl
-import json
 import os
 import signal
 import socket
@@ -41,39 +40,9 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any, Callable
 
-_HEADER = struct.Struct(">I")
-_MAX_HEADER = 64 * 2**20
-
-
-# ---------------------------------------------------------------------------------------------
-# Framing (shared with measured.py)
-
-
-def encode(header: dict, payload: bytes = b"") -> bytes:
-    header = dict(header, payload_len=len(payload))
-    data = json.dumps(header).encode()
-    return _HEADER.pack(len(data)) + data + payload
-
-
-def _read_exact(stream, n: int) -> bytes:
-    chunks, got = [], 0
-    while got < n:
-        chunk = stream.read(n - got)
-        if not chunk:
-            raise EOFError("stream closed")
-        chunks.append(chunk)
-        got += len(chunk)
-    return b"".join(chunks)
-
-
-def read_message(stream) -> tuple[dict, bytes]:
-    (length,) = _HEADER.unpack(_read_exact(stream, _HEADER.size))
-    if length > _MAX_HEADER:
-        raise ValueError(f"header of {length} bytes: protocol out of sync")
-    header = json.loads(_read_exact(stream, length))
-    payload = _read_exact(stream, int(header.get("payload_len", 0)))
-    return header, payload
+from .protocol import encode, read_message
 
 
 # ---------------------------------------------------------------------------------------------
@@ -89,7 +58,7 @@ def _die_with_parent() -> None:
         pass
 
 
-def _bring_loopback_up() -> None:
+def bring_loopback_up() -> None:
     """``ip link set lo up`` through ioctl, so the driver does not depend on iproute2."""
     siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
@@ -99,7 +68,7 @@ def _bring_loopback_up() -> None:
             fcntl.ioctl(sock, siocsifflags, struct.pack("16sH14x", b"lo", flags | iff_up))
 
 
-def _free_ports(n: int) -> list[int]:
+def free_ports(n: int) -> list[int]:
     sockets = []
     try:
         for _ in range(n):
@@ -155,7 +124,7 @@ class Driver:
     def start_workers(self) -> None:
         if self.n == 0:
             return
-        self.ports = _free_ports(self.n)
+        self.ports = free_ports(self.n)
         self.target = f"grpc://127.0.0.1:{self.ports[0]}"
         for i in range(self.n):
             self.workers.append(subprocess.Popen(
@@ -257,8 +226,76 @@ def _node_seconds(step_stats) -> dict[str, tuple[str, float]]:
     return out
 
 
-def measure(driver: Driver, header: dict, payload: bytes) -> dict:
+def _placed_graph(payload: bytes, devices: dict[str, str]) -> Any:
+    """The tf.Graph of the GraphDef ``payload`` with every node pinned to ``devices[name]`` ("" if absent)."""
+    import tensorflow as tf
+
+    graph_def = tf.compat.v1.GraphDef.FromString(payload)
+    for node in graph_def.node:
+        node.device = devices.get(node.name, "")
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.compat.v1.import_graph_def(graph_def, name="")
+    return graph
+
+
+def _feed_dict(graph: Any, feeds: list[dict]) -> dict:
+    """Random values (seeded) for the placeholders ``feeds`` (``name``, ``shape``, ``dtype``) of ``graph``;
+    unknown dimensions become 1."""
     import numpy as np
+    import tensorflow as tf
+
+    feed_dict = {}
+    rng = np.random.default_rng(0)
+    for feed in feeds:
+        tensor = graph.get_tensor_by_name(feed["name"] if ":" in feed["name"] else feed["name"] + ":0")
+        shape = [d if d and d > 0 else 1 for d in feed.get("shape") or []]
+        dtype = tf.dtypes.as_dtype(feed.get("dtype", tensor.dtype.name))
+        if dtype.is_integer:
+            value = rng.integers(0, 2, size=shape).astype(dtype.as_numpy_dtype)
+        elif dtype.is_bool:
+            value = rng.integers(0, 2, size=shape).astype(bool)
+        else:
+            value = rng.standard_normal(shape).astype(dtype.as_numpy_dtype)
+        feed_dict[tensor] = value
+    return feed_dict
+
+
+def _traced_steps(sess: Any, header: dict, feed_dict: dict, options: Callable[[], Any]) -> dict:
+    """Run the extra, untimed steps with a full trace that ``header`` asks for (``trace``: one,
+    ``trace_steps``: that many); the answer's trace fields."""
+    import tensorflow as tf
+
+    traced: dict[str, int] = {}
+    profile: dict[str, list] = {}
+    n_traced = max(int(header.get("trace_steps", 0)), 1 if header.get("trace") else 0)
+    traced_times = []
+    for step in range(n_traced):
+        run_options = options()
+        run_options.trace_level = tf.compat.v1.RunOptions.FULL_TRACE
+        metadata = tf.compat.v1.RunMetadata()
+        t0 = time.perf_counter()
+        sess.run(header["train_op"], feed_dict=feed_dict, options=run_options, run_metadata=metadata)
+        traced_times.append(time.perf_counter() - t0)
+        if step == 0:  # which device ran how many nodes
+            for stats in metadata.step_stats.dev_stats:
+                traced[stats.device] = traced.get(stats.device, 0) + len(stats.node_stats)
+        if header.get("trace_steps"):
+            for name, (device, seconds) in _node_seconds(metadata.step_stats).items():
+                entry = profile.setdefault(name, [device, [0.0] * n_traced])
+                entry[1][step] = seconds
+    result: dict[str, Any] = {"trace_devices": traced}
+    if header.get("trace_steps"):
+        result["op_profile"] = {name: {"device": device, "seconds": seconds}
+                                for name, (device, seconds) in profile.items()}
+        result["traced_step_times_s"] = traced_times
+    return result
+
+
+def measure(driver: Driver, header: dict, payload: bytes) -> dict:
+    """Answer of one ``measure`` request: import the placed graph, run ``init_op`` and ``steps``
+    timed steps of ``train_op`` on ``driver.target``, then the traced steps; a TF error or a bad
+    graph gives ``{"ok": False, "failure", "message"}``."""
     import tensorflow as tf
 
     start = time.perf_counter()
@@ -272,26 +309,9 @@ def measure(driver: Driver, header: dict, payload: bytes) -> dict:
         return tf.compat.v1.RunOptions(timeout_in_ms=left_ms)
 
     try:
-        graph_def = tf.compat.v1.GraphDef.FromString(payload)
-        devices = header["devices"]
-        for node in graph_def.node:
-            node.device = devices.get(node.name, "")
-        graph = tf.Graph()
+        graph = _placed_graph(payload, header["devices"])
         with graph.as_default():
-            tf.compat.v1.import_graph_def(graph_def, name="")
-            feed_dict = {}
-            rng = np.random.default_rng(0)
-            for feed in header.get("feeds", []):
-                tensor = graph.get_tensor_by_name(feed["name"] if ":" in feed["name"] else feed["name"] + ":0")
-                shape = [d if d and d > 0 else 1 for d in feed.get("shape") or []]
-                dtype = tf.dtypes.as_dtype(feed.get("dtype", tensor.dtype.name))
-                if dtype.is_integer:
-                    value = rng.integers(0, 2, size=shape).astype(dtype.as_numpy_dtype)
-                elif dtype.is_bool:
-                    value = rng.integers(0, 2, size=shape).astype(bool)
-                else:
-                    value = rng.standard_normal(shape).astype(dtype.as_numpy_dtype)
-                feed_dict[tensor] = value
+            feed_dict = _feed_dict(graph, header.get("feeds", []))
         config = tf.compat.v1.ConfigProto(
             allow_soft_placement=False,
             operation_timeout_in_ms=max(1, int(timeout_s * 1000)),
@@ -309,30 +329,8 @@ def measure(driver: Driver, header: dict, payload: bytes) -> dict:
                 t0 = time.perf_counter()
                 sess.run(header["train_op"], feed_dict=feed_dict, options=options())
                 times.append(time.perf_counter() - t0)
-            traced: dict[str, int] = {}
-            profile: dict[str, list] = {}
-            n_traced = max(int(header.get("trace_steps", 0)), 1 if header.get("trace") else 0)
-            traced_times = []
-            for step in range(n_traced):  # extra, untimed steps with a full trace
-                run_options = options()
-                run_options.trace_level = tf.compat.v1.RunOptions.FULL_TRACE
-                metadata = tf.compat.v1.RunMetadata()
-                t0 = time.perf_counter()
-                sess.run(header["train_op"], feed_dict=feed_dict, options=run_options, run_metadata=metadata)
-                traced_times.append(time.perf_counter() - t0)
-                if step == 0:  # which device ran how many nodes
-                    for stats in metadata.step_stats.dev_stats:
-                        traced[stats.device] = traced.get(stats.device, 0) + len(stats.node_stats)
-                if header.get("trace_steps"):
-                    for name, (device, seconds) in _node_seconds(metadata.step_stats).items():
-                        entry = profile.setdefault(name, [device, [0.0] * n_traced])
-                        entry[1][step] = seconds
-        result = {"ok": True, "step_times_s": times, "setup_s": setup_s, "init_s": init_s, "trace_devices": traced}
-        if header.get("trace_steps"):
-            result["op_profile"] = {name: {"device": device, "seconds": seconds}
-                                    for name, (device, seconds) in profile.items()}
-            result["traced_step_times_s"] = traced_times
-        return result
+            trace = _traced_steps(sess, header, feed_dict, options)
+        return {"ok": True, "step_times_s": times, "setup_s": setup_s, "init_s": init_s, **trace}
     except tf.errors.OpError as error:
         failure, message = _failure(error)
         return {"ok": False, "failure": failure, "message": message}
@@ -342,7 +340,7 @@ def measure(driver: Driver, header: dict, payload: bytes) -> dict:
 
 def driver_main(n: int, threads: int, isolated: bool, target: str = "") -> None:
     if isolated:
-        _bring_loopback_up()
+        bring_loopback_up()
     driver = Driver(n, threads, isolated, target)
     try:
         driver.start_workers()  # workers import TF while the driver does
