@@ -1,7 +1,9 @@
 """``Cluster``: the immutable machine or cluster a graph is placed on.
 
 A cluster is a tuple of ``Device`` records plus two n x n link matrices (bandwidth in bytes/s
-per direction, latency in seconds). Simulators read it through read-only numpy arrays; it is
+per direction, latency in seconds) and, optionally, the interconnect ``Topology`` those matrices
+come from (then transfers that share a port or a switch link share its bandwidth; see
+``topology``), and a fixed cost per cross-device tensor (``transfer_overhead_s``). Simulators read it through read-only numpy arrays; it is
 validated once, when built, so everything downstream can trust it. Its JSON form lives in
 ``schema``; the methods here that read or write JSON call it.
 """
@@ -22,6 +24,7 @@ from ..opgraph import DEVICE_KINDS  # index = value in Cluster.kinds
 from . import schema
 from .checks import BANDWIDTH_RULE, bad, is_int, nonempty_str, positive, remote_jobs, seconds, show
 from .device import Device, check_unique
+from .topology import Routes, Topology, pairwise_routes
 
 
 @dataclass(frozen=True, eq=False)
@@ -41,6 +44,11 @@ class Cluster:
     # master ("grpc://host:port") and its ClusterSpec as {job: ("host:port", ...)} (task i = i-th).
     remote_target: str = ""
     remote_jobs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # The interconnect the links come from (None: the ideal machine, a private link per ordered pair).
+    topology: Topology | None = None
+    # Fixed seconds per cross-device tensor on top of its link time: the send/recv rendezvous and
+    # the copy's launch (TF's _Send/_Recv pair), paid once per (tensor, destination device).
+    transfer_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         nonempty_str(self.name, "name")
@@ -72,6 +80,20 @@ class Cluster:
         if target and self.local_workers:
             raise ClusterConfigError("a cluster has either local_workers or a remote_target, not both")
         object.__setattr__(self, "remote_jobs", MappingProxyType(jobs))
+        object.__setattr__(self, "transfer_overhead_s", seconds(self.transfer_overhead_s, "transfer_overhead_s"))
+        if self.topology is not None:
+            self._check_topology()
+
+    def _check_topology(self) -> None:
+        """The topology must join every device, and the link matrices must be its routes' values."""
+        if not isinstance(self.topology, Topology):
+            raise bad("topology", self.topology, "a Topology or None")
+        self.topology.check([d.name for d in self.devices])
+        routes = self.routes
+        for key in ("bandwidth", "latency"):
+            if not np.array_equal(getattr(self, key), getattr(routes, key)):
+                raise ClusterConfigError(f"{key}: a cluster with a topology takes its {key} from the topology's "
+                                         "routes; build it with topology_cluster(...) or give consistent matrices")
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Cluster):
@@ -81,16 +103,19 @@ class Cluster:
                 and self.remote_target == other.remote_target
                 and dict(self.remote_jobs) == dict(other.remote_jobs)
                 and np.array_equal(self.bandwidth, other.bandwidth)
-                and np.array_equal(self.latency, other.latency))
+                and np.array_equal(self.latency, other.latency)
+                and self.topology == other.topology
+                and self.transfer_overhead_s == other.transfer_overhead_s)
 
     def __hash__(self) -> int:
         return hash((self.name, self.devices, self.local_workers, self.remote_target,
-                     tuple(sorted(self.remote_jobs.items())), self.bandwidth.tobytes(), self.latency.tobytes()))
+                     tuple(sorted(self.remote_jobs.items())), self.bandwidth.tobytes(), self.latency.tobytes(),
+                     self.topology, self.transfer_overhead_s))
 
     def __reduce__(self) -> tuple:
         # Rebuild through __init__ so an unpickled cluster is validated and its arrays read-only.
         return (Cluster, (self.name, self.devices, self.bandwidth, self.latency, self.local_workers,
-                          self.remote_target, dict(self.remote_jobs)))
+                          self.remote_target, dict(self.remote_jobs), self.topology, self.transfer_overhead_s))
 
     # -- array views for simulators ---------------------------------------------------------
 
@@ -128,6 +153,14 @@ class Cluster:
     def concurrency(self) -> np.ndarray:
         """Ops that can run at once per device."""
         return _frozen([d.concurrency for d in self.devices], np.int64)
+
+    @cached_property
+    def routes(self) -> Routes:
+        """Every ordered device pair's route over the interconnect, as arrays for the simulator."""
+        names = [d.name for d in self.devices]
+        if self.topology is None:
+            return pairwise_routes(self.n_devices, self.bandwidth, self.latency, names)
+        return self.topology.routes(names)
 
     @cached_property
     def _index(self) -> dict[str, int]:
@@ -190,6 +223,10 @@ class Cluster:
                 if i != j:
                     key = (float(self.bandwidth[i, j]), float(self.latency[i, j]))
                     groups.setdefault(key, []).append(f"{self.devices[i].name}->{self.devices[j].name}")
+        if self.transfer_overhead_s:
+            lines.append(f"  fixed cost per cross-device tensor: {self.transfer_overhead_s * 1e6:.1f} us")
+        if self.topology is not None:
+            return "\n".join(lines + self.topology.describe([d.name for d in self.devices]))
         if groups:
             lines.append("  links (per direction):")
         for (bw, lat), pairs in sorted(groups.items(), reverse=True):
@@ -211,6 +248,13 @@ def linked_cluster(name: str, devices: Sequence[Device], link: Callable[[Device,
             if i != j:
                 bandwidth[i, j], latency[i, j] = link(a, b)
     return Cluster(name, tuple(devices), bandwidth, latency, **fields)
+
+
+def topology_cluster(name: str, devices: Sequence[Device], topology: Topology, **fields: Any) -> Cluster:
+    """A cluster whose links are the routes of ``topology`` (bottleneck bandwidth, summed latency)."""
+    topology.check([d.name for d in devices])
+    routes = topology.routes([d.name for d in devices])
+    return Cluster(name, tuple(devices), routes.bandwidth, routes.latency, topology=topology, **fields)
 
 
 def _link_matrix(key: str, value: object, devices: tuple[Device, ...]) -> np.ndarray:

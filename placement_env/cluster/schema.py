@@ -1,8 +1,9 @@
 """The JSON form of a cluster: its keys, its validation, and reading and writing it.
 
-A cluster is written as its devices plus a ``default_link`` (the most common bandwidth and
-latency) and ``links`` overrides per pair, so a file stays short and readable; reading it back
-gives an equal cluster. Every problem is a ``ClusterConfigError`` that names the key, the value
+A cluster is written as its devices plus either a ``topology`` (switches and full-duplex links,
+from which every pair's route follows) or a ``default_link`` (the most common bandwidth and
+latency) with ``links`` overrides per pair, so a file stays short and readable; reading it back
+gives an equal cluster. ``transfer_overhead_s`` is the fixed cost per cross-device tensor. Every problem is a ``ClusterConfigError`` that names the key, the value
 and the rule (``links[0].dst = "gpu:7": must be the name of a device of this cluster: ...``).
 ``Cluster.to_dict/from_dict/to_json/from_json/save/load_json`` call the functions here.
 """
@@ -22,6 +23,8 @@ from ..errors import ClusterConfigError
 from ..opgraph import DEVICE_KINDS
 from .checks import BANDWIDTH_RULE, bad, nonempty_str, positive, seconds, show
 from .device import Device, check_unique, device_fields
+from .topology import Link as TopologyLink
+from .topology import Topology
 
 if TYPE_CHECKING:
     from .model import Cluster
@@ -31,7 +34,12 @@ C = TypeVar("C", bound="Cluster")
 DEVICE_REQUIRED = ("name", "kind", "peak_flops", "memory_bandwidth", "memory_bytes", "concurrency")
 DEVICE_OPTIONAL = ("tf_device", "op_overhead_s")
 CLUSTER_REQUIRED = ("name", "devices")
-CLUSTER_OPTIONAL = ("default_link", "links", "local_workers", "remote_target", "remote_jobs")
+CLUSTER_OPTIONAL = ("default_link", "links", "topology", "transfer_overhead_s", "local_workers", "remote_target",
+                    "remote_jobs")
+TOPOLOGY_REQUIRED = ("links",)
+TOPOLOGY_OPTIONAL = ("switches",)
+TOPOLOGY_LINK_REQUIRED = ("a", "b", "bandwidth")
+TOPOLOGY_LINK_OPTIONAL = ("latency", "label")
 LINK_REQUIRED = ("src", "dst")
 LINK_OPTIONAL = ("bandwidth", "latency", "bidirectional")
 
@@ -78,6 +86,15 @@ def to_dict(cluster: Cluster) -> dict[str, Any]:
     if cluster.remote_target:
         out["remote_target"] = cluster.remote_target
         out["remote_jobs"] = {job: list(tasks) for job, tasks in cluster.remote_jobs.items()}
+    if cluster.transfer_overhead_s:
+        out["transfer_overhead_s"] = cluster.transfer_overhead_s
+    if cluster.topology is not None:
+        out["topology"] = {
+            "switches": list(cluster.topology.switches),
+            "links": [{"a": link.a, "b": link.b, "bandwidth": link.bandwidth, "latency": link.latency,
+                       "label": link.label} for link in cluster.topology.links],
+        }
+        return out
     if not pair:
         return out
     default = Counter(pair.values()).most_common(1)[0][0]
@@ -127,10 +144,41 @@ def from_dict(cls: type[C], data: Mapping[str, Any]) -> C:
     name = nonempty_str(data["name"], "name")
     devices = _devices(data["devices"])
     check_unique(devices)
-    bandwidth, latency = _link_matrices(data, devices)
+    topology = _topology(data)
+    if topology is None:
+        bandwidth, latency = _link_matrices(data, devices)
+    else:
+        topology.check([d.name for d in devices])
+        routes = topology.routes([d.name for d in devices])
+        bandwidth, latency = routes.bandwidth, routes.latency
     return cls(name=name, devices=tuple(devices), bandwidth=bandwidth, latency=latency,
                local_workers=data.get("local_workers", 0), remote_target=data.get("remote_target", ""),
-               remote_jobs=data.get("remote_jobs", {}))
+               remote_jobs=data.get("remote_jobs", {}), topology=topology,
+               transfer_overhead_s=data.get("transfer_overhead_s", 0.0))
+
+
+def _topology(data: dict) -> Topology | None:
+    """The ``topology`` of the JSON form (then ``default_link`` and ``links`` must be absent)."""
+    if "topology" not in data:
+        return None
+    given = [key for key in ("default_link", "links") if key in data]
+    if given:
+        raise ClusterConfigError(f"{', '.join(given)}: a cluster with a topology takes every pair's link from "
+                                 "its routes; give either topology or default_link/links, not both")
+    raw = check_keys(data["topology"], "topology", TOPOLOGY_REQUIRED, TOPOLOGY_OPTIONAL)
+    switches = raw.get("switches", [])
+    if not isinstance(switches, list):
+        raise bad("topology.switches", switches, "a list of switch names")
+    if not isinstance(raw["links"], list):
+        raise bad("topology.links", raw["links"], "a list of link objects")
+    links = []
+    for k, link in enumerate(raw["links"]):
+        link = check_keys(link, f"topology.links[{k}]", TOPOLOGY_LINK_REQUIRED, TOPOLOGY_LINK_OPTIONAL)
+        try:
+            links.append(TopologyLink(**link))
+        except ClusterConfigError as error:
+            raise ClusterConfigError(f"topology.links[{k}]: {error}") from None
+    return Topology(tuple(switches), tuple(links))
 
 
 def _devices(raw_devices: object) -> list[Device]:
