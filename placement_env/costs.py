@@ -37,6 +37,7 @@ from .opgraph import OpGraph
 COST_MODEL_VERSION = 1  # bump when the way costs are derived changes (invalidates the cache)
 GPU_ARCHITECTURE = "6"  # grappler: 64 cores per multiprocessor for compute capability >= 6
 _GPU_FLOPS_PER_CORE_CYCLE = 64 * 2  # cores per multiprocessor x FLOPs per multiply-add
+ANALYTICAL_SOURCE = "grappler-analytical"  # how OpCosts.source of analytical_costs begins
 UNLIMITED_MEMORY = 2**62  # memory_size for cost probing, so a big graph on one device never "OOMs"
 
 # Counters tests and users can read: how many grappler runs and cache hits this process made.
@@ -69,6 +70,11 @@ class OpCosts:
     @property
     def n_devices(self) -> int:
         return self.seconds.shape[1]
+
+    @property
+    def analytical(self) -> bool:
+        """Whether these are grappler's analytical costs (which include each device's ``op_overhead_s``)."""
+        return self.source.startswith(ANALYTICAL_SOURCE)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -110,7 +116,12 @@ def grappler_rates(properties: Any) -> tuple[float, float]:
     return float(flops), float(properties.bandwidth) * 1e3
 
 
-def _type_key(device: Device) -> tuple:
+def op_type_key(device: Device) -> tuple[str, float, float, int]:
+    """What decides a device's op costs: (kind, peak FLOP/s, memory bandwidth, concurrency).
+
+    Devices with equal keys run every op in the same time, so op costs are computed (or measured)
+    once per key and shared by all its devices.
+    """
     return (device.kind, float(device.peak_flops), float(device.memory_bandwidth), int(device.concurrency))
 
 
@@ -214,7 +225,7 @@ def analytical_costs(graph: OpGraph, cluster: Cluster, *, use_cache: bool = True
 
     columns: dict[tuple, tuple[np.ndarray, int]] = {}
     for device in cluster.devices:
-        key = _type_key(device)
+        key = op_type_key(device)
         if key in columns:
             continue
         path = cache_dir() / f"costs-{_cache_key(graph, device_properties(device, UNLIMITED_MEMORY, SLOWDOWN))}.npz"
@@ -226,9 +237,9 @@ def analytical_costs(graph: OpGraph, cluster: Cluster, *, use_cache: bool = True
         columns[key] = _measure_one_type(graph, device)
         if use_cache:
             _save_cached(path, *columns[key])
-    seconds = np.stack([columns[_type_key(d)][0] for d in cluster.devices], axis=1) + cluster.op_overhead_s
+    seconds = np.stack([columns[op_type_key(d)][0] for d in cluster.devices], axis=1) + cluster.op_overhead_s
     unreported = max((u for _, u in columns.values()), default=0)
-    return OpCosts(seconds=seconds, source=f"grappler-analytical (TF {_tf_version()})", n_unreported=unreported)
+    return OpCosts(seconds=seconds, source=f"{ANALYTICAL_SOURCE} (TF {_tf_version()})", n_unreported=unreported)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -26,27 +26,23 @@ Graph (TF1 graph mode, no feeds, no control flow, every shape static):
 Layer k+1 at step t depends only on layer k at step t and itself at t-1, so the layer-wise
 ("expert", one layer per GPU) split can pipeline, as in the paper.
 
-Sizes (``PAPER``): batch 64, hidden = embedding = attention size 2048, source and target vocab
-160,000 each (word-level vocabularies of the time: Sutskever et al. 2014 used 160k/80k, GNMT's
-word model 212k/80k), source and target length 50, 2 encoder + 2 decoder layers. Parameters
-(1.17 G floats): embeddings 2 x 327.7M, softmax 327.8M, encoder LSTMs 2 x 33.6M, decoder LSTMs
-2 x 50.3M (inputs widened by the context), attention + output projection 16.8M.
+Sizes (``PAPER``, from :mod:`placement_env.models.sizes`, which says why they were chosen): batch
+64, hidden = embedding = attention size 2048, source and target vocab 40,000 each, source and
+target length 30, 2 encoder + 2 decoder layers. Parameters (430.4 M floats): embeddings 2 x 81.9M,
+softmax 82.0M, encoder LSTMs 2 x 33.6M, decoder LSTMs 2 x 50.3M (inputs widened by the context),
+attention + output projection 16.8M. The vocabulary mostly adds parameters, the [batch, vocab]
+softmax tensors and softmax FLOPs; the op count does not depend on it.
 
-Why so large: the step must not fit one 12 GB GPU (the paper's single-GPU OOM), checked with
-:func:`estimate_step_memory` >= 14 GiB. With batch 64 the kept activations are only a few GiB
-(about 6 GiB here), so the estimate needs about a billion parameters; at hidden 1024 and a
-40k-60k vocabulary it stays under 4 GiB, at hidden 2048 with a 60k vocabulary under 10 GiB.
-The vocabulary (which mostly adds parameters, the [batch, vocab] softmax tensors and softmax
-FLOPs) was grown rather than the LSTMs, keeping the op count independent of it.
-
-Measured on the 2-core development machine (TF 2.21 CPU), PAPER: 17,598 ops, built in about 5 s
-(plus about 2.3 s to import TensorFlow); :func:`estimate_step_memory` = 14.7 GiB: 8.7 GiB
-parameters + momentum slots, 6.0 GiB activations kept for the backward pass (each weight's one
-shared read, the [batch, src_len, hidden] attention energies and the [batch, tgt_vocab]
-cross-entropy backprop tensors of every decoder step, the LSTM gates). TINY (batch 4, hidden 16,
-vocab 50, source length 4, target length 3) builds 1,558 ops in about 0.4 s.
+PAPER builds 10,284 TF ops (9,972 in the OpGraph, 179 groups); :func:`estimate_step_memory` = 5.5
+GiB: 3.2 GiB parameters + momentum slots, 2.3 GiB activations kept for the backward pass (each
+weight's one shared read, the [batch, src_len, hidden] attention energies and the [batch,
+tgt_vocab] cross-entropy backprop tensors of every decoder step, the LSTM gates). TINY (batch 4,
+hidden 16, vocab 50, source length 4, target length 3) builds 1,533 TF ops (1,305 in the OpGraph,
+191 groups).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import tensorflow as tf
 
@@ -62,91 +58,154 @@ def _variable(name: str, shape: list[int], zeros: bool = False) -> tf.Variable:
     return tf.compat.v1.get_variable(name, shape=shape, dtype=tf.float32, initializer=init)
 
 
+@dataclass(frozen=True)
+class _Attention:
+    """The attention's weights and its per-step inputs computed once from the encoder."""
+
+    scope: str  # absolute name scope: every decoder step's attention ops go under it
+    w_q: tf.Tensor  # [hidden, hidden] query projection
+    v_a: tf.Tensor  # [hidden] score vector
+    memory: tf.Tensor  # [batch, src_len, hidden] top encoder outputs
+    keys: tf.Tensor  # [batch, src_len, hidden] memory projected by W_k, plus the score bias
+
+
+@dataclass(frozen=True)
+class _Output:
+    """The attentional output projection and the softmax over the target vocabulary."""
+
+    scope: str  # absolute name scope of every output op
+    w_c: tf.Tensor  # [2 hidden, hidden] projection of [h1_t ; ctx_t]
+    w_o: tf.Tensor  # [hidden, tgt_vocab] softmax weights
+    b_o: tf.Tensor  # [tgt_vocab] softmax bias
+
+
+def _inputs(p: dict) -> tuple[tf.Tensor, tf.Tensor, list[tf.Tensor]]:
+    """Random source ids, the decoder's input ids and its per-step labels (the inputs shifted by one)."""
+    batch, src_len, tgt_len = p["batch"], p["src_len"], p["tgt_len"]
+    with tf.compat.v1.name_scope("inputs"):
+        src = tf.random.uniform(
+            [batch, src_len], maxval=p["src_vocab"], dtype=tf.int32, name="source_ids"
+        )
+        tgt = tf.random.uniform(
+            [batch, tgt_len + 1], maxval=p["tgt_vocab"], dtype=tf.int32, name="target_ids"
+        )
+        tgt_in = tf.slice(tgt, [0, 0], [batch, tgt_len], name="decoder_input")
+        tgt_out = tf.slice(tgt, [0, 1], [batch, tgt_len], name="decoder_target")
+        labels = tf.unstack(tgt_out, num=tgt_len, axis=1, name="labels")
+    return src, tgt_in, labels
+
+
+def _encoder(p: dict, src: tf.Tensor) -> tuple[list[tf.Tensor], list[tuple[tf.Tensor, tf.Tensor]]]:
+    """Embedding and two unrolled LSTM layers: top-layer outputs per source step, final state per layer."""
+    hidden = p["hidden"]
+    with tf.compat.v1.variable_scope("encoder"):
+        with tf.compat.v1.variable_scope("embedding"):
+            table = _variable("embedding", [p["src_vocab"], hidden])
+            x = tf.unstack(embedding_lookup(table, src), num=p["src_len"], axis=1, name="steps")
+        states = []
+        for k in range(2):
+            layer = LSTMLayer(hidden, hidden, f"lstm_{k}")
+            x, final = layer.unroll(x)
+            states.append(final)
+    return x, states
+
+
+def _attention_memory(p: dict, encoder_outputs: list[tf.Tensor]) -> _Attention:
+    """The attention weights, and the memory (encoder outputs stacked) with its keys, computed once."""
+    batch, hidden, src_len = p["batch"], p["hidden"], p["src_len"]
+    with tf.compat.v1.variable_scope("attention"):
+        scope = tf.compat.v1.get_default_graph().get_name_scope()
+        w_k = tf.identity(_variable("key_kernel", [hidden, hidden]), name="read_key_kernel")
+        w_q = tf.identity(_variable("query_kernel", [hidden, hidden]), name="read_query_kernel")
+        v_a = tf.identity(_variable("score_vector", [hidden]), name="read_score_vector")
+        b_a = tf.identity(_variable("score_bias", [hidden], zeros=True), name="read_score_bias")
+        memory = tf.stack(encoder_outputs, axis=1, name="memory")  # [batch, src_len, hidden]
+        flat = tf.reshape(memory, [batch * src_len, hidden], name="memory_flat")
+        keys = tf.nn.bias_add(tf.matmul(flat, w_k, name="keys_matmul"), b_a, name="keys_bias")
+        keys = tf.reshape(keys, [batch, src_len, hidden], name="keys")
+    return _Attention(scope=scope, w_q=w_q, v_a=v_a, memory=memory, keys=keys)
+
+
+def _decoder_layers(p: dict, tgt_in: tf.Tensor) -> tuple[list[tf.Tensor], LSTMLayer, LSTMLayer]:
+    """The decoder's embedded input per target step and its two LSTM layers (variables only)."""
+    hidden = p["hidden"]
+    with tf.compat.v1.variable_scope("decoder"):
+        with tf.compat.v1.variable_scope("embedding"):
+            table = _variable("embedding", [p["tgt_vocab"], hidden])
+            y = tf.unstack(embedding_lookup(table, tgt_in), num=p["tgt_len"], axis=1, name="steps")
+        bottom = LSTMLayer(2 * hidden, hidden, "lstm_0")  # input [y_t ; ctx_{t-1}]
+        top = LSTMLayer(2 * hidden, hidden, "lstm_1")  # input [h0_t ; ctx_t]
+    return y, bottom, top
+
+
+def _output_variables(p: dict) -> _Output:
+    """The weights of the attentional output projection and of the softmax."""
+    hidden = p["hidden"]
+    with tf.compat.v1.variable_scope("softmax"):
+        scope = tf.compat.v1.get_default_graph().get_name_scope()
+        w_c = tf.identity(_variable("projection", [2 * hidden, hidden]), name="read_projection")
+        w_o = tf.identity(_variable("weights", [hidden, p["tgt_vocab"]]), name="read_weights")
+        b_o = tf.identity(_variable("bias", [p["tgt_vocab"]], zeros=True), name="read_bias")
+    return _Output(scope=scope, w_c=w_c, w_o=w_o, b_o=b_o)
+
+
+def _attend(attention: _Attention, query: tf.Tensor, t: int) -> tf.Tensor:
+    """Additive attention at decoder step ``t``: the context [batch, hidden] for ``query`` (h0_t)."""
+    with reenter_scope(attention.scope), tf.compat.v1.name_scope(f"t{t}"):
+        q = tf.matmul(query, attention.w_q, name="query")
+        q = tf.expand_dims(q, 1, name="query_expand")  # [batch, 1, hidden]
+        energy = tf.tanh(tf.add(attention.keys, q, name="energy_sum"), name="energy")
+        scores = tf.reduce_sum(tf.multiply(energy, attention.v_a, name="energy_v"), axis=2, name="scores")
+        alpha = tf.nn.softmax(scores, axis=1, name="alignments")  # [batch, src_len]
+        alpha = tf.expand_dims(alpha, 1, name="alignments_expand")  # [batch, 1, src_len]
+        ctx = tf.matmul(alpha, attention.memory, name="context_bmm")
+        return tf.squeeze(ctx, axis=[1], name="context")  # [batch, hidden]
+
+
+def _attention_decoder(p: dict, y: list[tf.Tensor], layers: tuple[LSTMLayer, LSTMLayer],
+                       encoder_states: list[tuple[tf.Tensor, tf.Tensor]], attention: _Attention,
+                       output: _Output) -> list[tf.Tensor]:
+    """The unrolled decoder: the attentional output a_t [batch, hidden] of every target step.
+
+    Its layers start from the encoder layers' final states; the bottom layer reads the previous
+    context (input feeding, zero at the first step), the top layer and the output the current one.
+    """
+    bottom, top = layers
+    with reenter_scope(attention.scope):
+        ctx = tf.zeros([p["batch"], p["hidden"]], dtype=tf.float32, name="initial_context")
+    s0, s1 = encoder_states
+    attentional = []
+    for t in range(p["tgt_len"]):
+        h0, s0 = bottom.step([y[t], ctx], s0)
+        ctx = _attend(attention, h0, t)
+        h1, s1 = top.step([h0, ctx], s1)
+        with reenter_scope(output.scope), tf.compat.v1.name_scope(f"t{t}"):
+            hc = tf.concat([h1, ctx], axis=1, name="concat_context")
+            attentional.append(
+                tf.tanh(tf.matmul(hc, output.w_c, name="projection_matmul"), name="attentional_output"))
+    return attentional
+
+
+def _loss(output: _Output, attentional: list[tf.Tensor], labels: list[tf.Tensor]) -> tf.Tensor:
+    """Mean softmax cross-entropy over steps and batch, all steps in one [tgt_len * batch, vocab] matmul."""
+    with reenter_scope(output.scope):
+        xent = softmax_xent(attentional, labels, output.w_o, output.b_o)
+    with tf.compat.v1.name_scope("loss"):
+        return tf.reduce_mean(xent, name="mean_xent")
+
+
 def build(**params) -> common.TrainingStep:
     """Build one NMT training step; keyword parameters default to :data:`PAPER`."""
     p = check_params("nmt", PAPER, params)
-    batch, hidden = p["batch"], p["hidden"]
-    src_len, tgt_len = p["src_len"], p["tgt_len"]
-
     graph = tf.Graph()
     with graph.as_default():
-        with tf.compat.v1.name_scope("inputs"):
-            src = tf.random.uniform(
-                [batch, src_len], maxval=p["src_vocab"], dtype=tf.int32, name="source_ids"
-            )
-            tgt = tf.random.uniform(
-                [batch, tgt_len + 1], maxval=p["tgt_vocab"], dtype=tf.int32, name="target_ids"
-            )
-            tgt_in = tf.slice(tgt, [0, 0], [batch, tgt_len], name="decoder_input")
-            tgt_out = tf.slice(tgt, [0, 1], [batch, tgt_len], name="decoder_target")
-            labels = tf.unstack(tgt_out, num=tgt_len, axis=1, name="labels")
-
-        # ---- encoder -------------------------------------------------------------------------
-        with tf.compat.v1.variable_scope("encoder"):
-            with tf.compat.v1.variable_scope("embedding"):
-                table = _variable("embedding", [p["src_vocab"], hidden])
-                x = tf.unstack(embedding_lookup(table, src), num=src_len, axis=1, name="steps")
-            enc_states = []
-            for k in range(2):
-                layer = LSTMLayer(hidden, hidden, f"lstm_{k}")
-                x, final = layer.unroll(x)
-                enc_states.append(final)
-            enc_outputs = x
-
-        # ---- attention memory and keys -------------------------------------------------------
-        with tf.compat.v1.variable_scope("attention"):
-            att_scope = graph.get_name_scope()
-            w_k = tf.identity(_variable("key_kernel", [hidden, hidden]), name="read_key_kernel")
-            w_q = tf.identity(_variable("query_kernel", [hidden, hidden]), name="read_query_kernel")
-            v_a = tf.identity(_variable("score_vector", [hidden]), name="read_score_vector")
-            b_a = tf.identity(_variable("score_bias", [hidden], zeros=True), name="read_score_bias")
-            memory = tf.stack(enc_outputs, axis=1, name="memory")  # [batch, src_len, hidden]
-            flat = tf.reshape(memory, [batch * src_len, hidden], name="memory_flat")
-            keys = tf.nn.bias_add(tf.matmul(flat, w_k, name="keys_matmul"), b_a, name="keys_bias")
-            keys = tf.reshape(keys, [batch, src_len, hidden], name="keys")
-
-        # ---- decoder variables ---------------------------------------------------------------
-        with tf.compat.v1.variable_scope("decoder"):
-            with tf.compat.v1.variable_scope("embedding"):
-                table = _variable("embedding", [p["tgt_vocab"], hidden])
-                y = tf.unstack(embedding_lookup(table, tgt_in), num=tgt_len, axis=1, name="steps")
-            dec0 = LSTMLayer(2 * hidden, hidden, "lstm_0")  # input [y_t ; ctx_{t-1}]
-            dec1 = LSTMLayer(2 * hidden, hidden, "lstm_1")  # input [h0_t ; ctx_t]
-        with tf.compat.v1.variable_scope("softmax"):
-            sm_scope = graph.get_name_scope()
-            w_c = tf.identity(_variable("projection", [2 * hidden, hidden]), name="read_projection")
-            w_o = tf.identity(_variable("weights", [hidden, p["tgt_vocab"]]), name="read_weights")
-            b_o = tf.identity(_variable("bias", [p["tgt_vocab"]], zeros=True), name="read_bias")
-
-        with reenter_scope(att_scope):
-            ctx = tf.zeros([batch, hidden], dtype=tf.float32, name="initial_context")
-
-        # ---- unrolled decoder ----------------------------------------------------------------
-        s0, s1 = enc_states
-        attentional = []
-        for t in range(tgt_len):
-            h0, s0 = dec0.step([y[t], ctx], s0)
-            with reenter_scope(att_scope), tf.compat.v1.name_scope(f"t{t}"):
-                q = tf.matmul(h0, w_q, name="query")
-                q = tf.expand_dims(q, 1, name="query_expand")  # [batch, 1, hidden]
-                energy = tf.tanh(tf.add(keys, q, name="energy_sum"), name="energy")
-                scores = tf.reduce_sum(tf.multiply(energy, v_a, name="energy_v"), axis=2, name="scores")
-                alpha = tf.nn.softmax(scores, axis=1, name="alignments")  # [batch, src_len]
-                alpha = tf.expand_dims(alpha, 1, name="alignments_expand")  # [batch, 1, src_len]
-                ctx = tf.matmul(alpha, memory, name="context_bmm")
-                ctx = tf.squeeze(ctx, axis=[1], name="context")  # [batch, hidden]
-            h1, s1 = dec1.step([h0, ctx], s1)
-            with reenter_scope(sm_scope), tf.compat.v1.name_scope(f"t{t}"):
-                hc = tf.concat([h1, ctx], axis=1, name="concat_context")
-                attentional.append(
-                    tf.tanh(tf.matmul(hc, w_c, name="projection_matmul"), name="attentional_output"))
-        with reenter_scope(sm_scope):
-            xent = softmax_xent(attentional, labels, w_o, b_o)
-
-        with tf.compat.v1.name_scope("loss"):
-            loss = tf.reduce_mean(xent, name="mean_xent")
-
-        train_op = common.momentum_train_op(loss)
+        src, tgt_in, labels = _inputs(p)
+        encoder_outputs, encoder_states = _encoder(p, src)
+        attention = _attention_memory(p, encoder_outputs)
+        y, bottom, top = _decoder_layers(p, tgt_in)
+        output = _output_variables(p)
+        attentional = _attention_decoder(p, y, (bottom, top), encoder_states, attention, output)
+        train_op = common.momentum_train_op(_loss(output, attentional, labels))
     return common.finish(graph, train_op, p)
 
 

@@ -1,4 +1,4 @@
-"""Speed and shape of the runtimes, measured side by side in one run: ``python -m placement_env.bench``.
+"""Speed and shape of the runtimes, measured side by side in one run: ``python -m experiments.bench``.
 
 For every benchmark it draws random placements (each group on a device that can run it), then
 times, on the same placements and in the same process:
@@ -21,35 +21,34 @@ import os
 import statistics
 import sys
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from tqdm import tqdm
+
+import placement_env as pe
 
 SIM_TARGET_MS = 2.0  # issue target: nmt under 2 ms per placement on one core
 RATIO_TARGET = 200.0  # and at least 200x faster than grappler
 
 
-def _timed(function, *args) -> tuple[Any, float]:
+def _timed(function: Callable[..., Any], *args: Any) -> tuple[Any, float]:
     start = time.perf_counter()
     result = function(*args)
     return result, time.perf_counter() - start
 
 
-def _describe(m) -> str:
+def _describe(m: pe.Measurement) -> str:
     return f"{m.runtime_s:.4g} s" if m.ok else f"{m.failure} ({m.message[:60]})"
 
 
 def bench_graph(name: str, cluster_name: str, n_sim: int, n_grappler: int, seed: int) -> dict[str, Any]:
     """Simulator and grappler timings on ``n_sim`` / ``n_grappler`` random placements of one benchmark."""
-    import placement_env as pe
-    from placement_env.placement import random_placements, single_device
-
     graph = pe.load_benchmark(name)
     cluster = pe.load_cluster(cluster_name)
     sim = pe.Evaluator(graph, cluster, "sim")
     grappler = pe.Evaluator(graph, cluster, "grappler", costs=sim.costs)
-    placements = random_placements(graph, cluster, n_sim, np.random.default_rng(seed))
+    placements = pe.random_placements(graph, cluster, n_sim, np.random.default_rng(seed))
     sim(placements[0])  # compile and build the plan outside the timings
     sim.batch(placements[:1])
     sim_times = [_timed(sim, p)[1] for p in tqdm(placements, desc=f"{name}: simulator", leave=False)]
@@ -62,7 +61,7 @@ def bench_graph(name: str, cluster_name: str, n_sim: int, n_grappler: int, seed:
         paired_sim_s.append(statistics.median(_timed(sim, p)[1] for _ in range(5)))
     env_over_evaluate = _env_step_over_evaluate(graph, cluster, placements[: min(len(placements), 100)])
     gpu = next((d for d in range(cluster.n_devices) if cluster.devices[d].kind == "GPU"), 0)
-    single = {kind: sim(single_device(graph, cluster, d)) for kind, d in (("cpu", 0), ("gpu", gpu))}
+    single = {kind: sim(pe.single_device(graph, cluster, d)) for kind, d in (("cpu", 0), ("gpu", gpu))}
     return {
         "benchmark": name, "cluster": cluster_name, "ops": graph.n_ops, "groups": graph.n_groups,
         "sim_median_ms": 1e3 * statistics.median(sim_times), "sim_evals_per_s": 1.0 / statistics.median(sim_times),
@@ -76,12 +75,9 @@ def bench_graph(name: str, cluster_name: str, n_sim: int, n_grappler: int, seed:
     }
 
 
-def _env_step_over_evaluate(graph, cluster, placements: np.ndarray) -> float:
+def _env_step_over_evaluate(graph: pe.OpGraph, cluster: pe.Cluster, placements: np.ndarray) -> float:
     """Median over placements of (oneshot env.step time) / (bare pe.evaluate time), alternated."""
-    import placement_env as pe
-    from placement_env.env import DevicePlacementEnv
-
-    env = DevicePlacementEnv(graph, cluster)
+    env = pe.DevicePlacementEnv(graph, cluster)
     env.reset(seed=0)
     env.step(placements[0])
     ratios = []
@@ -95,12 +91,9 @@ def _env_step_over_evaluate(graph, cluster, placements: np.ndarray) -> float:
 
 def bench_measured(name: str, n: int, seed: int) -> dict[str, Any]:
     """Measured runtime on ``local:2`` against the simulator, on ``n`` random placements of a small graph."""
-    import placement_env as pe
-    from placement_env.placement import random_placements
-
     graph = pe.load_benchmark(name)
     cluster = pe.load_cluster("local:2")
-    placements = random_placements(graph, cluster, n + 1, np.random.default_rng(seed))
+    placements = pe.random_placements(graph, cluster, n + 1, np.random.default_rng(seed))
     sim = pe.Evaluator(graph, cluster, "sim")
     with pe.Evaluator(graph, cluster, "measured") as measured:
         measured(placements[0])  # workers start outside the timings
@@ -119,7 +112,7 @@ def bench_measured(name: str, n: int, seed: int) -> dict[str, Any]:
 
 
 def report(graphs: list[dict[str, Any]], measured: dict[str, Any] | None, one_core: bool) -> str:
-    lines = [f"placement_env.bench: {'one core (pinned)' if one_core else 'all cores'}, "
+    lines = [f"experiments.bench: {'one core (pinned)' if one_core else 'all cores'}, "
              f"{os.cpu_count()} cores on this machine", "",
              "| benchmark | cluster | ops | groups | sim ms/placement | sim evals/s (batch) | grappler ms | "
              "grappler / sim | env.step / evaluate | 1 CPU | 1 GPU | lower bound |",
@@ -135,7 +128,6 @@ def report(graphs: list[dict[str, Any]], measured: dict[str, Any] | None, one_co
                       f"{'met' if nmt['sim_median_ms'] < SIM_TARGET_MS else 'MISSED'}), grappler / sim "
                       f"{nmt['grappler_over_sim']:,.0f}x (target >= {RATIO_TARGET:.0f}x: "
                       f"{'met' if nmt['grappler_over_sim'] >= RATIO_TARGET else 'MISSED'})"]
-    if nmt is not None:
         lines.append(f"target nmt: env.step / pe.evaluate {nmt['env_step_over_evaluate']:.2f}x (target < 1.5x: "
                      f"{'met' if nmt['env_step_over_evaluate'] < 1.5 else 'MISSED'})")
     rnnlm = next((r for r in graphs if r["benchmark"] == "rnnlm"), None)
@@ -150,7 +142,7 @@ def report(graphs: list[dict[str, Any]], measured: dict[str, Any] | None, one_co
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m placement_env.bench", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m experiments.bench", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--benchmarks", nargs="+", default=["rnnlm", "nmt", "inception_v3"])
     parser.add_argument("--cluster", default="paper-2gpu")

@@ -1,0 +1,232 @@
+"""The fit of the simulator's free parameters to measured step times.
+
+Op ``i`` on device ``d`` takes ``scale[d] * base[i, d] + overhead[d]`` seconds, with one ``scale``
+and one per-op ``overhead`` per device type (devices with equal :func:`~placement_env.costs.op_type_key`
+share them; all workers of a ``local:N`` cluster are one type), and every link between distinct
+devices has one ``bandwidth`` and ``latency``. :func:`fit_simulator` minimises the mean squared
+log-ratio ``log(simulated / measured)`` over the measured placements: Nelder-Mead on the log
+parameters, restarted from the best points of a coarse random grid, because the simulated time is
+only piecewise smooth in the parameters (the event order changes).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..cluster import Cluster
+from ..costs import op_type_key
+from ..opgraph import OpGraph
+
+__all__ = ["FitResult", "device_types", "fit_simulator", "fitted_costs", "predicted_runtimes",
+           "simulated_runtimes", "with_link"]
+
+_LOSS_NAN = 1e6  # a simulator failure (e.g. "oom") or non-positive time counts as a huge error
+_GRID_FACTORS = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)  # grid steps of each parameter around the start
+# Bounds that keep weakly identified parameters physically sensible instead of running off.
+_SCALE_RANGE = (1e-3, 1e4)
+_OVERHEAD_RANGE_S = (1e-9, 1e-2)
+_BANDWIDTH_RANGE = (1e5, 1e12)  # bytes/s
+_LATENCY_RANGE_S = (1e-8, 1.0)
+
+
+def device_types(cluster: Cluster) -> np.ndarray:
+    """Type index per device (devices equal in kind, peak, bandwidth and concurrency share one)."""
+    keys: dict[tuple, int] = {}
+    return np.array([keys.setdefault(op_type_key(d), len(keys)) for d in cluster.devices], dtype=np.int64)
+
+
+def with_link(cluster: Cluster, bandwidth: float, latency: float) -> Cluster:
+    """``cluster`` with every link between distinct devices set to (bandwidth, latency)."""
+    n = cluster.n_devices
+    off = ~np.eye(n, dtype=bool)
+    bw = np.where(off, float(bandwidth), np.inf)
+    lat = np.where(off, float(latency), 0.0)
+    return dataclasses.replace(cluster, bandwidth=bw, latency=lat)
+
+
+def simulated_runtimes(graph: OpGraph, cluster: Cluster, op_seconds: np.ndarray, placements: np.ndarray) -> np.ndarray:
+    """Simulated step time per placement (nan where the simulator reports a failure)."""
+    from ..runtime.simulated import SimulationPlan
+
+    results = SimulationPlan(graph, cluster, op_seconds).run_batch(np.asarray(placements, dtype=np.int64))
+    return np.array([m.runtime_s if m.ok else np.nan for m in results], dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """Fitted simulator parameters: op-cost scale and per-op overhead per device, one link (bandwidth, latency).
+
+    Op ``i`` on device ``d`` takes ``scale[d] * base[i, d] + overhead[d]`` seconds.
+    """
+
+    scale: np.ndarray  # per device, multiplies the base op costs
+    overhead: np.ndarray  # per device, seconds added to every op
+    bandwidth: float  # bytes/s
+    latency: float  # s
+    loss: float  # mean squared log-ratio at the optimum
+    evaluations: int
+
+
+def fitted_costs(base_seconds: np.ndarray, fit: FitResult) -> np.ndarray:
+    """Op seconds [n_ops, n_devices] under ``fit``: ``scale * base + overhead`` per device."""
+    return base_seconds * fit.scale[None, :] + fit.overhead[None, :]
+
+
+def predicted_runtimes(graph: OpGraph, cluster: Cluster, base_seconds: np.ndarray, fit: FitResult,
+                       placements: np.ndarray) -> np.ndarray:
+    """Simulated step time per placement with the fitted op costs and link."""
+    return simulated_runtimes(graph, with_link(cluster, fit.bandwidth, fit.latency),
+                              fitted_costs(base_seconds, fit), placements)
+
+
+@dataclass(frozen=True)
+class _Parameters:
+    """The parameters to fit, per device type, and which of them are free.
+
+    The free ones are packed, as logarithms, into the vector the optimiser moves: first the
+    scales, then the overheads, then log bandwidth and log latency.
+    """
+
+    scale: np.ndarray  # [n_types]
+    overhead: np.ndarray  # [n_types] seconds
+    bandwidth: float
+    latency: float
+    fit_scale: bool
+    fit_overhead: bool
+    fit_links: bool
+
+    def pack(self) -> np.ndarray:
+        x0 = []
+        if self.fit_scale:
+            x0 += list(np.log(self.scale))
+        if self.fit_overhead:
+            x0 += list(np.log(self.overhead))
+        if self.fit_links:
+            x0 += [math.log(self.bandwidth), math.log(self.latency)]
+        return np.array(x0, dtype=float)
+
+    def unpack(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float]:
+        """(scale, overhead, bandwidth, latency) at ``x``: the free ones from it (clipped to their
+        bounds), the others as given."""
+        n_types = self.scale.size
+        k = 0
+        scale, over = self.scale.copy(), self.overhead.copy()
+        if self.fit_scale:
+            scale = np.exp(np.clip(x[k:k + n_types], *map(math.log, _SCALE_RANGE)))
+            k += n_types
+        if self.fit_overhead:
+            over = np.exp(np.clip(x[k:k + n_types], *map(math.log, _OVERHEAD_RANGE_S)))
+            k += n_types
+        bw, lat = self.bandwidth, self.latency
+        if self.fit_links:
+            bw = math.exp(min(max(x[k], math.log(_BANDWIDTH_RANGE[0])), math.log(_BANDWIDTH_RANGE[1])))
+            lat = math.exp(min(max(x[k + 1], math.log(_LATENCY_RANGE_S[0])), math.log(_LATENCY_RANGE_S[1])))
+        return scale, over, bw, lat
+
+
+def _starting_point(cluster: Cluster, types: np.ndarray, start: tuple[np.ndarray, float, float] | None,
+                    overhead0: float) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """(scale, overhead per type, bandwidth, latency) to start from: ``start`` if given (its scale per
+    device, read at each type's first device), else scale 1 and the cluster's median link."""
+    n_types = int(types.max()) + 1
+    off = ~np.eye(cluster.n_devices, dtype=bool)
+    if start is None:
+        bw0 = float(np.median(cluster.bandwidth[off])) if off.any() else 1e9
+        lat0 = float(np.median(cluster.latency[off])) if off.any() else 1e-4
+        scale0 = np.ones(n_types)
+    else:
+        scale0 = np.asarray(start[0], float)[np.unique(types, return_index=True)[1]]
+        bw0, lat0 = float(start[1]), float(start[2])
+    lat0 = max(lat0, 1e-7)
+    over0 = np.full(n_types, max(float(overhead0), 1e-8))
+    return scale0, over0, bw0, lat0
+
+
+class _Objective:
+    """The loss at a packed parameter vector: mean squared ``log(simulated / measured)``, counting calls."""
+
+    def __init__(self, graph: OpGraph, cluster: Cluster, base: np.ndarray, types: np.ndarray,
+                 placements: np.ndarray, measured: np.ndarray, parameters: _Parameters) -> None:
+        self.graph, self.cluster, self.base, self.types = graph, cluster, base, types
+        self.placements, self.measured, self.parameters = placements, measured, parameters
+        self.evaluations = 0
+
+    def __call__(self, x: np.ndarray) -> float:
+        self.evaluations += 1
+        scale, over, bw, lat = self.parameters.unpack(x)
+        seconds = self.base * scale[self.types][None, :] + over[self.types][None, :]
+        sim = simulated_runtimes(self.graph, with_link(self.cluster, bw, lat), seconds, self.placements)
+        if not np.all(np.isfinite(sim)) or np.any(sim <= 0):
+            return _LOSS_NAN
+        return float(np.mean(np.log(sim / self.measured) ** 2))
+
+
+def _nelder_mead(objective: _Objective, x: np.ndarray, step: float, max_evaluations: int) -> tuple[np.ndarray, float]:
+    """Nelder-Mead from ``x`` with an initial simplex ``step`` along each axis: (best x, its loss)."""
+    from scipy.optimize import minimize
+
+    simplex = np.vstack([x] + [x + step * np.eye(x.size)[i] for i in range(x.size)])
+    result = minimize(objective, x, method="Nelder-Mead",
+                      options={"maxfev": max_evaluations, "xatol": 1e-3, "fatol": 1e-7, "initial_simplex": simplex})
+    return result.x, result.fun
+
+
+def _search(objective: _Objective, x0: np.ndarray, grid_points: int, restarts: int,
+            max_evaluations: int) -> tuple[np.ndarray, float]:
+    """Minimise ``objective`` from ``x0``: the best (x, loss) found.
+
+    A coarse random grid (each parameter x 1/10 .. 100 around ``x0``, seeded), Nelder-Mead from the
+    ``restarts`` best grid points, then Nelder-Mead again from the best point with a fresh, smaller
+    simplex while that still improves (at most twice): it stalls on this rugged loss.
+    """
+    rng = np.random.default_rng(0)
+    factors = np.log(_GRID_FACTORS)
+    grid = [x0] + [x0 + rng.choice(factors, size=x0.size) for _ in range(grid_points - 1)]
+    values = np.array([objective(x) for x in grid])
+    best_x, best_loss = grid[int(np.argmin(values))], float(values.min())
+    for k in np.argsort(values)[:restarts]:
+        x, loss = _nelder_mead(objective, grid[k], 0.5, max_evaluations)
+        if loss < best_loss:
+            best_x, best_loss = x, float(loss)
+    for _ in range(2):
+        x, loss = _nelder_mead(objective, best_x, 0.2, max_evaluations)
+        if not loss < best_loss - 1e-9:
+            break
+        best_x, best_loss = x, float(loss)
+    return best_x, best_loss
+
+
+def fit_simulator(graph: OpGraph, cluster: Cluster, base_seconds: np.ndarray, placements: np.ndarray,
+                  measured: np.ndarray, *, fit_scale: bool = True, fit_overhead: bool = True,
+                  fit_links: bool = True, overhead0: float = 2e-6,
+                  start: tuple[np.ndarray, float, float] | None = None, max_evaluations: int = 300,
+                  grid_points: int = 48, restarts: int = 3) -> FitResult:
+    """Fit the op-cost scale and per-op overhead per device type and one link (bandwidth, latency).
+
+    ``base_seconds`` [n_ops, n_devices]: op costs at scale 1 without overhead (``overhead0``: the
+    overhead to start from, or to keep when ``fit_overhead=False``). Minimises the mean squared
+    ``log(simulated / measured)`` over ``placements`` with Nelder-Mead on the log parameters,
+    restarted from the ``restarts`` best of ``grid_points`` random grid points (each parameter
+    x 0.1 .. 100 around ``start``; default: the cluster's current link and scale 1).
+    """
+    placements = np.asarray(placements, dtype=np.int64)
+    measured = np.asarray(measured, dtype=np.float64)
+    if placements.shape[0] != measured.shape[0] or placements.shape[0] == 0:
+        raise ValueError(f"need one measured runtime per placement, and at least one: got "
+                         f"{placements.shape[0]} placements and {measured.shape[0]} measured runtimes")
+    types = device_types(cluster)
+    parameters = _Parameters(*_starting_point(cluster, types, start, overhead0), fit_scale=fit_scale,
+                             fit_overhead=fit_overhead, fit_links=fit_links)
+    objective = _Objective(graph, cluster, np.asarray(base_seconds, dtype=np.float64), types, placements,
+                           measured, parameters)
+    x0 = parameters.pack()
+    if x0.size == 0:
+        loss = objective(x0)
+        return FitResult(parameters.scale[types], parameters.overhead[types], parameters.bandwidth,
+                         parameters.latency, loss, objective.evaluations)
+    best_x, best_loss = _search(objective, x0, grid_points, restarts, max_evaluations)
+    scale, over, bw, lat = parameters.unpack(best_x)
+    return FitResult(scale[types], over[types], float(bw), float(lat), best_loss, objective.evaluations)
