@@ -16,7 +16,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("placement_env.opgraph", "placement_env.placement"),
     ("placement_env.grouping",),
     ("placement_env.tf_import",),
-    ("placement_env.models", "placement_env.benchmarks"),
+    ("placement_env.benchmarks",),
     ("placement_env.cluster",),
     ("placement_env.costs",),
     ("placement_env.runtime",),

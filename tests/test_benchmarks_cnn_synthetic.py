@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from placement_env.models import common, inception_v3, synthetic
+from placement_env.benchmarks import common, inception_v3, synthetic
 
 CONTROL_FLOW = {"While", "StatelessWhile", "If", "StatelessIf", "Switch", "Merge", "Enter", "Exit",
                 "PartitionedCall", "StatefulPartitionedCall", "RefSwitch", "RefMerge", "NextIteration",

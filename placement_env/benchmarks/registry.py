@@ -1,4 +1,4 @@
-"""The benchmark graphs by name, built from code and cached on disk.
+"""The benchmark graphs by name, built from code (the builders in this package) and cached on disk.
 
 Names: ``rnnlm``, ``nmt``, ``inception_v3`` (the paper's three models at paper scale), the same
 with ``-tiny`` (small, for tests), and ``synthetic:<seed>`` (random layered DAGs). Keyword
@@ -22,11 +22,11 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from .cache import cache_dir
-from .errors import GraphFormatError, UnknownBenchmarkError
-from .grouping import DEFAULT_MAX_GROUPS, group_ops
-from .models.sizes import BLOCKS, PARAMS, SYNTHETIC_PAPER
-from .opgraph import FORMAT_VERSION, OpGraph
+from ..cache import cache_dir
+from ..errors import GraphFormatError, UnknownBenchmarkError
+from ..grouping import DEFAULT_MAX_GROUPS, group_ops
+from ..opgraph import FORMAT_VERSION, OpGraph
+from .sizes import BLOCKS, PARAMS, SYNTHETIC_PAPER
 
 PAPER_MODELS = ("rnnlm", "nmt", "inception_v3")
 BUILDER_VERSION = 2  # bump when a builder changes the graphs it makes, to invalidate caches
@@ -56,7 +56,7 @@ def load_benchmark(name: str, *, max_groups: int = DEFAULT_MAX_GROUPS, use_cache
     path = cache_dir() / f"{name.replace(':', '-')}-{_cache_key(name, resolved)}.npz"
     graph = _read_cache(path) if use_cache else None
     if graph is None:
-        graph = _build(name, import_module(f"placement_env.models.{model}"), resolved)
+        graph = _build(name, import_module(f"placement_env.benchmarks.{model}"), resolved)
         if use_cache:
             graph.save(path)
     return group_ops(graph, max_groups=max_groups)
@@ -108,7 +108,7 @@ def _read_cache(path: Path) -> OpGraph | None:
 
 
 def _build(name: str, builder, params: dict[str, Any]) -> OpGraph:
-    from .tf_import.graphdef import graph_def_to_opgraph
+    from ..tf_import.graphdef import graph_def_to_opgraph
 
     with tqdm(total=2, desc=f"building {name}", unit="stage", leave=False) as progress:
         step = builder.build(**params)

@@ -6,8 +6,8 @@ Graph (TF1 graph mode, no feeds, no control flow, every shape static):
   the model reads ``ids[:, :-1]`` and predicts ``ids[:, 1:]``.
 - ``embedding``: variable ``embedding/embedding`` [vocab, hidden], one lookup, unstacked into
   ``num_steps`` tensors of [batch, hidden]; its gradient is made dense
-  (:func:`placement_env.models.lstm.embedding_lookup`) so that no tensor has an unknown shape.
-- ``lstm_0``, ``lstm_1``: hand-written LSTM layers (:mod:`placement_env.models.lstm`), unrolled;
+  (:func:`placement_env.benchmarks.lstm.embedding_lookup`) so that no tensor has an unknown shape.
+- ``lstm_0``, ``lstm_1``: hand-written LSTM layers (:mod:`placement_env.benchmarks.lstm`), unrolled;
   step ``t`` of layer ``k`` is under ``lstm_<k>/t<t>/``.
 - ``softmax``: the outputs of all steps concatenated to [num_steps * batch, hidden], one full
   softmax over the vocabulary (``softmax/logits`` = h @ W [hidden, vocab] + b) and sparse softmax
@@ -25,7 +25,7 @@ steps, 2 layers. This is the shape of the large LSTM LMs of the time (2048-unit 
 vocabulary of tens of thousands of words; 35 steps is the classic PTB "large" unroll) and gives
 about 5,000 ops. Parameters (0.23 G floats): LSTMs 2 x 33.6M, embedding 81.9M, softmax 81.9M;
 with the momentum slots 1.7 GiB, and about 1.2 GiB of activations kept for the backward pass
-(the ``estimate_step_memory`` rule of :mod:`placement_env.models.nmt`: 2.9 GiB in all), so, as in
+(the ``estimate_step_memory`` rule of :mod:`placement_env.benchmarks.nmt`: 2.9 GiB in all), so, as in
 the paper, one step fits one 12 GB GPU.
 
 Measured on the 2-core development machine (TF 2.21 CPU): PAPER builds 5,022 ops in about 1.5 s

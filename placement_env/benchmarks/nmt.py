@@ -5,8 +5,8 @@ Graph (TF1 graph mode, no feeds, no control flow, every shape static):
 - ``inputs``: source ids [batch, src_len] and target ids [batch, tgt_len + 1] drawn in-graph by
   ``tf.random.uniform``; the decoder reads ``target[:, :-1]`` and predicts ``target[:, 1:]``.
 - ``encoder/embedding``: [src_vocab, hidden] table, one lookup, unstacked per source step (dense
-  gradient, see :func:`placement_env.models.lstm.embedding_lookup`; likewise for the decoder).
-- ``encoder/lstm_0``, ``encoder/lstm_1``: unrolled LSTM layers (:mod:`placement_env.models.lstm`).
+  gradient, see :func:`placement_env.benchmarks.lstm.embedding_lookup`; likewise for the decoder).
+- ``encoder/lstm_0``, ``encoder/lstm_1``: unrolled LSTM layers (:mod:`placement_env.benchmarks.lstm`).
 - ``attention/memory``, ``attention/keys``: the top encoder outputs stacked to [batch, src_len,
   hidden] and projected once by W_k (the attention keys).
 - ``decoder/embedding``: [tgt_vocab, hidden] table, one lookup, unstacked per target step.
@@ -26,7 +26,7 @@ Graph (TF1 graph mode, no feeds, no control flow, every shape static):
 Layer k+1 at step t depends only on layer k at step t and itself at t-1, so the layer-wise
 ("expert", one layer per GPU) split can pipeline, as in the paper.
 
-Sizes (``PAPER``, from :mod:`placement_env.models.sizes`, which says why they were chosen): batch
+Sizes (``PAPER``, from :mod:`placement_env.benchmarks.sizes`, which says why they were chosen): batch
 64, hidden = embedding = attention size 2048, source and target vocab 40,000 each, source and
 target length 30, 2 encoder + 2 decoder layers. Parameters (430.4 M floats): embeddings 2 x 81.9M,
 softmax 82.0M, encoder LSTMs 2 x 33.6M, decoder LSTMs 2 x 50.3M (inputs widened by the context),

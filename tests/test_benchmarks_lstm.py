@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from placement_env.models import common, nmt, rnnlm
+from placement_env.benchmarks import common, nmt, rnnlm
 
 CONTROL_FLOW = {"While", "StatelessWhile", "Switch", "Merge", "Enter", "Exit", "NextIteration",
                 "LoopCond", "PartitionedCall", "StatefulPartitionedCall", "If", "StatelessIf"}
