@@ -7,7 +7,8 @@ and never touches the network; ``cluster_from_spec`` builds one from a running T
 - ``checks``: value rules and their error messages, shared by the others;
 - ``device``: ``Device``, one device's record and field rules;
 - ``model``: ``Cluster``, the immutable devices + link matrices and their array views;
-- ``schema``: the JSON form (validation, ``default_link`` + ``links``, files);
+- ``topology``: ``Topology`` and ``Link``, the interconnect (switches, full-duplex links, routes);
+- ``schema``: the JSON form (validation, ``topology`` or ``default_link`` + ``links``, files);
 - ``hardware``: units and hardware figures shared by presets and probing;
 - ``presets``: the built-in machines and ``local_cluster(n)``;
 - ``probe``: ``cluster_from_spec``, the only module that opens connections (imports TF lazily);
@@ -17,9 +18,10 @@ from __future__ import annotations
 
 from .device import Device
 from .load import load_cluster
-from .model import Cluster
+from .model import Cluster, topology_cluster
 from .presets import MAX_LOCAL_WORKERS, PRESETS, local_cluster, preset_names
 from .probe import cluster_from_spec
+from .topology import Link, Topology
 
-__all__ = ["Cluster", "Device", "load_cluster", "cluster_from_spec", "PRESETS", "preset_names", "local_cluster",
+__all__ = ["Cluster", "Device", "Link", "Topology", "topology_cluster", "load_cluster", "cluster_from_spec", "PRESETS", "preset_names", "local_cluster",
            "MAX_LOCAL_WORKERS"]
