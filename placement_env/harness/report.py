@@ -120,7 +120,7 @@ def write_report(results: str | os.PathLike, out_dir: str | os.PathLike, *, gant
     from ..benchmarks import load_benchmark
     from ..cluster import load_cluster
     from ..evaluation import Evaluator
-    from ..render import save_gantt
+    from ..render.gantt import save_gantt
 
     rows = read_rows(results)
     if not rows:
