@@ -18,6 +18,7 @@ import numpy as np
 
 from .errors import InvalidPlacementError
 from .opgraph import OpGraph
+from .schedule import Schedule
 
 if TYPE_CHECKING:
     from .cluster import Cluster
@@ -31,7 +32,8 @@ class Measurement:
     """One training step of a placed graph: how long, whether it ran, and why not.
 
     ``runtime_s`` is meaningful only when ``ok``; a failed measurement keeps what is known
-    (e.g. the peak memory that overflowed). Arrays are per device of the cluster.
+    (e.g. the peak memory that overflowed). Arrays are per device of the cluster. ``schedule`` is
+    the simulated step's timeline when it was asked for (``simulate(..., schedule=True)``).
     """
 
     runtime_s: float
@@ -43,7 +45,8 @@ class Measurement:
     bytes_moved: int = 0
     placement: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # device per group
     runtime: str = ""  # "sim", "grappler" or "measured"
-    extra: dict[str, Any] = field(default_factory=dict)  # runtime-specific details (e.g. the schedule)
+    extra: dict[str, Any] = field(default_factory=dict)  # runtime-specific details (e.g. measured step times)
+    schedule: Schedule | None = None
 
     def __post_init__(self) -> None:
         if not self.ok and self.failure not in FAILURES:

@@ -33,7 +33,7 @@ def test_grappler_runtime_through_evaluate(tiny, paper2):
 def test_schedule_only_for_the_simulator(tiny, paper2):
     placement = _gpu_where_possible(tiny)
     m = pe.evaluate(tiny, paper2, placement, schedule=True)
-    assert m.extra["schedule"]["op_end"].shape == (tiny.n_ops,)
+    assert m.schedule.op_end.shape == (tiny.n_ops,)
     with pytest.raises(ValueError, match="schedule=True needs runtime='sim'"):
         pe.evaluate(tiny, paper2, placement, runtime="grappler", schedule=True)
 

@@ -1,11 +1,13 @@
 """The simulated runtime on hand-made graphs with known answers, plus a lower-bound check on a benchmark."""
+import dataclasses
+
 import numpy as np
 import pytest
 
 import placement_env as pe
 from placement_env import InvalidPlacementError, OpGraph
 from placement_env.cluster import Cluster, Device
-from placement_env.runtime.simulated import SimulationPlan, simulate, simulate_batch
+from placement_env.runtime.simulated import SimulationPlan, plan_for, simulate, simulate_batch
 
 BW = 1e9  # bytes/s on every link
 LAT = 1e-3  # s on every link
@@ -70,9 +72,9 @@ def test_cross_device_edge_costs_latency_plus_bytes_over_bandwidth():
     m = simulate(g, c, seconds([1.0, 2.0]), [0, 1], schedule=True)
     assert m.runtime_s == pytest.approx(1.0 + LAT + nbytes / BW + 2.0, rel=1e-12)
     assert m.bytes_moved == nbytes
-    s = m.extra["schedule"]
-    assert s["transfer_src_op"].tolist() == [0] and s["transfer_bytes"].tolist() == [nbytes]
-    assert s["transfer_start"][0] == pytest.approx(1.0) and s["op_start"][1] == pytest.approx(s["transfer_end"][0])
+    s = m.schedule
+    assert s.transfer_src_op.tolist() == [0] and s.transfer_bytes.tolist() == [nbytes]
+    assert s.transfer_start[0] == pytest.approx(1.0) and s.op_start[1] == pytest.approx(s.transfer_end[0])
     # same device: free
     assert simulate(g, c, seconds([1.0, 2.0]), [1, 1]).runtime_s == pytest.approx(3.0)
 
@@ -89,8 +91,8 @@ def test_one_link_serialises_two_transfers():
     m = simulate(g, make_cluster(), seconds([1.0, 1.0]), [0, 1], schedule=True)
     one = LAT + nbytes / BW
     assert m.runtime_s == pytest.approx(1.0 + 2 * one + 1.0)
-    s = m.extra["schedule"]
-    assert s["transfer_start"].tolist() == pytest.approx([1.0, 1.0 + one])
+    s = m.schedule
+    assert s.transfer_start.tolist() == pytest.approx([1.0, 1.0 + one])
     # two links in opposite directions / to different devices do not interfere
     g2 = make_graph(3, [(0, 1, 0, nbytes), (0, 2, 1, nbytes)], outputs=[[nbytes, nbytes], [], []])
     m2 = simulate(g2, make_cluster(("GPU", "GPU", "GPU")), seconds([1.0, 1.0, 1.0], 3), [0, 1, 2])
@@ -102,7 +104,7 @@ def test_tensor_for_two_consumers_on_one_device_is_sent_once():
     g = make_graph(3, [(0, 1, 0, nbytes), (0, 2, 0, nbytes)], outputs=[[nbytes], [], []])
     c = make_cluster()
     m = simulate(g, c, seconds([1.0, 1.0, 1.0]), [0, 1, 1], schedule=True)
-    assert m.bytes_moved == nbytes and len(m.extra["schedule"]["transfer_bytes"]) == 1
+    assert m.bytes_moved == nbytes and len(m.schedule.transfer_bytes) == 1
     assert m.runtime_s == pytest.approx(1.0 + LAT + nbytes / BW + 2.0)  # one GPU lane: consumers in turn
     # consumers on two other devices: two transfers on two links
     m3 = simulate(g, make_cluster(("GPU",) * 3), seconds([1.0, 1.0, 1.0], 3), [0, 1, 2])
@@ -117,8 +119,8 @@ def test_cpu_lanes_share_the_device_so_work_is_conserved():
     for conc, starts, ends in [(1, [0, 1, 2], [1, 2, 3]), (2, [0, 0, 2], [2, 2, 3]), (3, [0, 0, 0], [3, 3, 3])]:
         m = simulate(g, make_cluster(("CPU",), concurrency=[conc]), t, [0, 0, 0], schedule=True)
         assert m.runtime_s == pytest.approx(3.0) and m.busy_s.tolist() == pytest.approx([3.0])
-        assert m.extra["schedule"]["op_start"].tolist() == pytest.approx(starts)
-        assert m.extra["schedule"]["op_end"].tolist() == pytest.approx(ends)
+        assert m.schedule.op_start.tolist() == pytest.approx(starts)
+        assert m.schedule.op_end.tolist() == pytest.approx(ends)
 
 
 def run_schedule(costs, concurrency, edges=(), kind="CPU"):
@@ -126,7 +128,7 @@ def run_schedule(costs, concurrency, edges=(), kind="CPU"):
     m = simulate(g, make_cluster((kind,), concurrency=[concurrency]), seconds(costs, 1), [0] * len(costs),
                  schedule=True)
     assert m.ok
-    return m, m.extra["schedule"]["op_start"], m.extra["schedule"]["op_end"]
+    return m, m.schedule.op_start, m.schedule.op_end
 
 
 def test_one_op_alone_on_a_shared_device_runs_at_full_speed():
@@ -190,12 +192,12 @@ def test_busy_time_is_the_union_of_active_intervals():
     g = make_graph(4, [(0, 1, 0, nbytes), (1, 2, 0, nbytes)], outputs=[[nbytes], [nbytes], [8], [8]])
     c = make_cluster(("CPU", "GPU"), concurrency=[2, 1])
     m = simulate(g, c, seconds([1.0, 2.0, 1.0, 1.0]), [0, 1, 0, 0], schedule=True)
-    s = m.extra["schedule"]
+    s = m.schedule
     hop = LAT + nbytes / BW
-    assert s["op_end"].tolist() == pytest.approx([2.0, 4.0 + hop, 5.0 + 2 * hop, 2.0])
+    assert s.op_end.tolist() == pytest.approx([2.0, 4.0 + hop, 5.0 + 2 * hop, 2.0])
     assert m.runtime_s == pytest.approx(5.0 + 2 * hop)
-    cpu = s["op_device"] == 0
-    assert float(np.sum(s["op_end"][cpu] - s["op_start"][cpu])) == pytest.approx(5.0)  # not this
+    cpu = s.op_device == 0
+    assert float(np.sum(s.op_end[cpu] - s.op_start[cpu])) == pytest.approx(5.0)  # not this
     assert m.busy_s.tolist() == pytest.approx([3.0, 2.0])  # [0, 2] and [4 + 2 hop, 5 + 2 hop]
 
 
@@ -313,11 +315,27 @@ def test_deterministic_and_batch_equals_one_by_one():
         assert a.runtime_s == b.runtime_s == s.runtime_s
         assert a.peak_bytes.tolist() == b.peak_bytes.tolist() == s.peak_bytes.tolist()
         assert a.busy_s.tolist() == s.busy_s.tolist() and a.bytes_moved == s.bytes_moved
-        for key, value in a.extra["schedule"].items():
-            np.testing.assert_array_equal(value, b.extra["schedule"][key])
+        for f in dataclasses.fields(a.schedule):
+            np.testing.assert_array_equal(getattr(a.schedule, f.name), getattr(b.schedule, f.name))
     # the plan object gives the same answers
     plan = SimulationPlan(g, c, t)
     assert [m.runtime_s for m in plan.run_batch(placements)] == [m.runtime_s for m in singles]
+
+
+def test_plan_for_shares_one_plan_per_op_seconds_value():
+    rng = np.random.default_rng(2)
+    g, t = random_graph(rng, n_ops=300)
+    c = make_cluster(("CPU", "GPU", "GPU"), concurrency=[2, 1, 1])
+    plan = plan_for(g, c, t)
+    assert plan_for(g, c, t.copy()) is plan and plan_for(g, c, t.tolist()) is plan  # equal values, any container
+    t[0, 0] += 1.0  # in place: the cached plan keeps the values it was built with
+    assert plan_for(g, c, t) is not plan and np.array_equal(plan_for(g, c, t).op_seconds, t)
+    off_sample = t.copy()
+    off_sample[1, 1] += 1.0  # a value the cheap key does not look at
+    other = plan_for(g, c, off_sample)
+    assert other is not plan_for(g, c, t) and np.array_equal(other.op_seconds, off_sample)
+    assert plan_for(g, c, off_sample.copy()) is other
+    assert plan_for(g, make_cluster(("CPU", "GPU", "GPU"), concurrency=[2, 1, 1]), t) is not plan_for(g, c, t)
 
 
 def test_schedule_respects_dependencies_lanes_and_links():
@@ -326,8 +344,8 @@ def test_schedule_respects_dependencies_lanes_and_links():
     c = make_cluster(("CPU", "GPU", "GPU"), concurrency=[2, 1, 1])
     p = rng.integers(0, 3, size=g.n_groups)
     m = simulate(g, c, t, p, schedule=True)
-    s = m.extra["schedule"]
-    dev, start, end = s["op_device"], s["op_start"], s["op_end"]
+    s = m.schedule
+    dev, start, end = s.op_device, s.op_start, s.op_end
     cost = t[np.arange(g.n_ops), dev]
     gpu = dev != 0  # concurrency 1: full speed; the cpu's ops share it, so they take at least their cost
     np.testing.assert_allclose((end - start)[gpu], cost[gpu])
@@ -341,12 +359,12 @@ def test_schedule_respects_dependencies_lanes_and_links():
         for i in on:
             running = np.sum((start[on] <= start[i]) & (end[on] > start[i]))
             assert running <= c.concurrency[d]
-    ts, te = s["transfer_start"], s["transfer_end"]
+    ts, te = s.transfer_start, s.transfer_end
     for a in range(len(ts)):  # one transfer at a time per directed link
-        same = (s["transfer_src_device"] == s["transfer_src_device"][a]) & (
-            s["transfer_dst_device"] == s["transfer_dst_device"][a])
+        same = (s.transfer_src_device == s.transfer_src_device[a]) & (
+            s.transfer_dst_device == s.transfer_dst_device[a])
         assert np.sum(same & (ts < te[a] - 1e-12) & (te > ts[a] + 1e-12)) == 1
-    assert m.bytes_moved == s["transfer_bytes"].sum()
+    assert m.bytes_moved == s.transfer_bytes.sum()
 
 
 def test_benchmark_runtime_is_above_the_lower_bound():

@@ -323,15 +323,16 @@ class DevicePlacementEnv(gym.Env):
         if self.render_mode is None:
             gym.logger.warn("render() without a render_mode: make the env with render_mode='rgb_array' or 'ansi'")
             return None
-        from .. import render
+        from ..render.gantt import gantt_rgb
+        from ..render.table import ansi_table
 
         m = self._shown()
         if self.render_mode == "ansi":
-            return render.ansi_table(self.graph, self.cluster, m)
+            return ansi_table(self.graph, self.cluster, m)
         if m.ok or m.failure == "oom":  # draw the simulated schedule of the shown placement
             m = dataclasses.replace(self.task.sim(m.placement, schedule=True), runtime_s=m.runtime_s, ok=m.ok,
                                     failure=m.failure, message=m.message, runtime=m.runtime)
-        return render.gantt_rgb(self.graph, self.cluster, m)
+        return gantt_rgb(self.graph, self.cluster, m)
 
     def export_placed_graph(self, placement: Any, path: str) -> str:
         """Write the TF graph with every op's device set by ``placement`` (one device per group)."""

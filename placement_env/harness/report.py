@@ -120,7 +120,7 @@ def bar_chart(rows: list[dict[str, Any]], path: str | os.PathLike) -> Path:
 def write_report(results: str | os.PathLike, out_dir: str | os.PathLike, *, gantt: bool = True) -> Path:
     """``report.md`` (the table), ``bars.png`` and, for simulated rows, a Gantt chart of each task's
     best placement (``gantt-<task>.png``) under ``out_dir``; returns the markdown path."""
-    from ..render import save_gantt  # matplotlib, only when a report is written
+    from ..render.gantt import save_gantt  # matplotlib, only when a report is written
 
     rows = read_rows(results)
     if not rows:

@@ -24,416 +24,27 @@ Semantics (one training step):
   end of its last consumer there. A peak above ``memory_bytes`` gives failure "oom".
 
 ``SimulationPlan(graph, cluster, op_seconds)`` prepares the placement-independent arrays once;
-``.run(placement)`` and ``.run_batch(placements)`` then cost only the compiled loop.
-``simulate`` and ``simulate_batch`` are the functional forms (plans are cached per graph/cluster).
+``.run(placement)`` and ``.run_batch(placements)`` then cost only the compiled loop of
+:mod:`placement_env.runtime.simulator_core`. ``simulate`` and ``simulate_batch`` are the
+functional forms; ``plan_for`` keeps their plans in the derived-data cache, one per graph,
+cluster and op_seconds value. ``schedule=True`` adds the step's :class:`~placement_env.schedule.Schedule`
+(ops, transfers, memory over time) to the Measurement.
 """
 from __future__ import annotations
 
-import weakref
-from typing import Any
+from typing import Any, Hashable
 
 import numpy as np
-from numba import njit
 
 from ..cluster import Cluster
+from ..derived import DERIVED
 from ..errors import InvalidPlacementError
 from ..opgraph import OpGraph
 from ..placement import Measurement, check_placement, kernel_violations
+from ..schedule import Schedule
+from .simulator_core import simulate_core, simulate_many
 
 __all__ = ["SimulationPlan", "simulate", "simulate_batch", "plan_for"]
-
-# Event kinds, in the order events of one instant are processed.
-_EV_OP = 0
-_EV_TRANSFER = 1
-_EV_CONTROL = 2
-_EV_TRANSFER_START = 3  # a queued transfer reaches the head of its link: its copy is allocated
-_TIE_REL = 1e-12  # relative tolerance for simultaneous completions on a shared device
-
-
-# ---------------------------------------------------------------------------------------------
-# Binary heaps on plain arrays (numba-friendly).
-
-
-@njit(cache=True, inline="always")
-def _ev_less(k1, v1, k2, v2):
-    return k1 < k2 or (k1 == k2 and v1 < v2)
-
-
-@njit(cache=True)
-def _ev_push(keys, vals, size, key, val):
-    i = size
-    while i > 0:
-        parent = (i - 1) >> 1
-        if _ev_less(key, val, keys[parent], vals[parent]):
-            keys[i] = keys[parent]
-            vals[i] = vals[parent]
-            i = parent
-        else:
-            break
-    keys[i] = key
-    vals[i] = val
-    return size + 1
-
-
-@njit(cache=True)
-def _ev_pop(keys, vals, size):
-    """Remove the root; returns the new size (caller read keys[0], vals[0] before)."""
-    size -= 1
-    if size == 0:
-        return 0
-    key = keys[size]
-    val = vals[size]
-    i = 0
-    while True:
-        child = 2 * i + 1
-        if child >= size:
-            break
-        if child + 1 < size and _ev_less(keys[child + 1], vals[child + 1], keys[child], vals[child]):
-            child += 1
-        if _ev_less(keys[child], vals[child], key, val):
-            keys[i] = keys[child]
-            vals[i] = vals[child]
-            i = child
-        else:
-            break
-    keys[i] = key
-    vals[i] = val
-    return size
-
-
-@njit(cache=True)
-def _int_push(heap, size, val):
-    i = size
-    while i > 0:
-        parent = (i - 1) >> 1
-        if val < heap[parent]:
-            heap[i] = heap[parent]
-            i = parent
-        else:
-            break
-    heap[i] = val
-    return size + 1
-
-
-@njit(cache=True)
-def _int_pop(heap, size):
-    size -= 1
-    if size == 0:
-        return 0
-    val = heap[size]
-    i = 0
-    while True:
-        child = 2 * i + 1
-        if child >= size:
-            break
-        if child + 1 < size and heap[child + 1] < heap[child]:
-            child += 1
-        if heap[child] < val:
-            heap[i] = heap[child]
-            i = child
-        else:
-            break
-    heap[i] = val
-    return size
-
-
-# ---------------------------------------------------------------------------------------------
-# The compiled core.
-
-
-@njit(cache=True)
-def _simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
-                   output_ptr, output_bytes, persistent, concurrency, bandwidth, latency):
-    n = dev.shape[0]
-    m = edge_dst.shape[0]
-    n_dev = concurrency.shape[0]
-    n_out = output_bytes.shape[0]
-
-    # ---- per-placement preparation: transfers, reference counts, in-degrees ----
-    tid_of = np.full(n_out * n_dev, -1, np.int64)  # (output, dst device) -> transfer id
-    edge_tid = np.full(m, -1, np.int64)
-    t_src = np.empty(m, np.int64)
-    t_out = np.empty(m, np.int64)
-    t_sdev = np.empty(m, np.int64)
-    t_ddev = np.empty(m, np.int64)
-    t_bytes = np.empty(m, np.int64)
-    t_refs = np.zeros(m, np.int64)  # consumers of the received copy
-    t_head = np.full(m, -1, np.int64)  # linked list of the edges a transfer serves
-    e_next = np.full(m, -1, np.int64)
-    t_ptr = np.zeros(n + 1, np.int64)  # transfers of op i: t_ptr[i]:t_ptr[i+1]
-    out_refs = np.zeros(n_out, np.int64)  # local consumers + outbound transfers per output
-    remaining = np.zeros(n, np.int64)
-    n_t = 0
-    for i in range(n):
-        di = dev[i]
-        t_ptr[i] = n_t
-        for e in range(out_ptr[i], out_ptr[i + 1]):
-            j = edge_dst[e]
-            remaining[j] += 1
-            o = edge_gout[e]
-            if o < 0:
-                continue
-            dj = dev[j]
-            if dj == di:
-                out_refs[o] += 1
-            else:
-                key = o * n_dev + dj
-                tid = tid_of[key]
-                if tid < 0:
-                    tid = n_t
-                    n_t += 1
-                    tid_of[key] = tid
-                    t_src[tid] = i
-                    t_out[tid] = o
-                    t_sdev[tid] = di
-                    t_ddev[tid] = dj
-                    t_bytes[tid] = edge_bytes[e]
-                    out_refs[o] += 1
-                edge_tid[e] = tid
-                t_refs[tid] += 1
-                e_next[e] = t_head[tid]
-                t_head[tid] = e
-    t_ptr[n] = n_t
-
-    # ---- state ----
-    mem = np.zeros(n_dev, np.int64)
-    busy = np.zeros(n_dev)
-    for i in range(n):
-        mem[dev[i]] += persistent[i]
-    peak = mem.copy()
-    free_lanes = concurrency.copy()
-    # Processor sharing on the devices with concurrency > 1 ("shared"): a virtual clock per device
-    # (whole-device service received by each active op) advancing at 1/k while k ops are active,
-    # a min-heap of the active ops keyed by virtual finish time, and the real time of the device's
-    # next completion, kept out of the event heap (there are few shared devices; scanning them is
-    # cheaper than re-posting an event each time k changes). A device of concurrency 1 posts its
-    # ops' ends to the event heap directly.
-    shared = np.empty(n_dev, np.int64)
-    n_shared = 0
-    max_conc = 1
-    for d in range(n_dev):
-        if concurrency[d] > 1:
-            shared[n_shared] = d
-            n_shared += 1
-            if concurrency[d] > max_conc:
-                max_conc = concurrency[d]
-    if max_conc > n:
-        max_conc = n + 1
-    v_clock = np.zeros(n_dev)
-    v_time = np.zeros(n_dev)  # real time at which v_clock was last brought up to date
-    active = np.zeros(n_dev, np.int64)
-    act_keys = np.empty((n_dev, max_conc))
-    act_vals = np.empty((n_dev, max_conc), np.int64)
-    next_done = np.full(n_dev, np.inf)
-    busy_since = np.zeros(n_dev)
-    done = np.empty(n + 1, np.int64)  # the ops that end at the current instant
-    ready = np.empty((n_dev, n), np.int64)
-    ready_size = np.zeros(n_dev, np.int64)
-    for i in range(n):
-        if remaining[i] == 0:
-            d = dev[i]
-            ready_size[d] = _int_push(ready[d], ready_size[d], i)
-    cap = n + m + 1
-    ev_keys = np.empty(n + 2 * m + 1)
-    ev_vals = np.empty(n + 2 * m + 1, np.int64)
-    n_ev = 0
-    link_free = np.zeros((n_dev, n_dev))
-    op_start = np.full(n, np.nan)
-    op_end = np.full(n, np.nan)
-    t_start = np.full(n_t, np.nan)
-    t_end = np.full(n_t, np.nan)
-    bytes_moved = 0
-    makespan = 0.0
-    started = 0
-    now = 0.0
-
-    while True:
-        # start ready ops on free lanes, lowest op index first
-        for d in range(n_dev):
-            if free_lanes[d] == 0 or ready_size[d] == 0:
-                continue
-            is_shared = concurrency[d] > 1
-            if is_shared:  # bring the virtual clock up to now before k changes
-                if active[d] > 0:
-                    v_clock[d] += (now - v_time[d]) / active[d]
-                else:
-                    busy_since[d] = now
-                v_time[d] = now
-            while free_lanes[d] > 0 and ready_size[d] > 0:
-                i = ready[d, 0]
-                ready_size[d] = _int_pop(ready[d], ready_size[d])
-                free_lanes[d] -= 1
-                started += 1
-                dur = op_seconds[i, d]
-                op_start[i] = now
-                alloc = 0
-                for o in range(output_ptr[i], output_ptr[i + 1]):
-                    alloc += output_bytes[o]
-                if alloc > 0:
-                    mem[d] += alloc
-                    if mem[d] > peak[d]:
-                        peak[d] = mem[d]
-                if is_shared:
-                    active[d] = _ev_push(act_keys[d], act_vals[d], active[d], v_clock[d] + dur, i)
-                else:
-                    busy[d] += dur
-                    n_ev = _ev_push(ev_keys, ev_vals, n_ev, now + dur, _EV_OP * cap + i)
-            if is_shared:  # the device's next completion in real time
-                t_done = now + (act_keys[d, 0] - v_clock[d]) * active[d]
-                next_done[d] = t_done if t_done > now else now
-        # the next instant: the event heap's head or a shared device's next completion
-        now = ev_keys[0] if n_ev > 0 else np.inf
-        for s in range(n_shared):
-            if next_done[shared[s]] < now:
-                now = next_done[shared[s]]
-        if now == np.inf:
-            break
-        # ops ending now: first those of concurrency-1 devices (op index order), then each shared
-        # device's (device order; within one, ops whose virtual finish ties within _TIE_REL, in op
-        # index order)
-        n_done = 0
-        while n_ev > 0 and ev_keys[0] == now and ev_vals[0] < cap:
-            done[n_done] = ev_vals[0]  # _EV_OP == 0: the value is the op index
-            n_done += 1
-            n_ev = _ev_pop(ev_keys, ev_vals, n_ev)
-        for s in range(n_shared):
-            d = shared[s]
-            if next_done[d] != now:
-                continue
-            first = n_done
-            v_done = act_keys[d, 0]
-            v_last = v_done + v_done * _TIE_REL
-            while active[d] > 0 and act_keys[d, 0] <= v_last:
-                v_done = act_keys[d, 0]
-                i = act_vals[d, 0]
-                active[d] = _ev_pop(act_keys[d], act_vals[d], active[d])
-                k = n_done  # insertion into op index order
-                while k > first and done[k - 1] > i:
-                    done[k] = done[k - 1]
-                    k -= 1
-                done[k] = i
-                n_done += 1
-            v_clock[d] = v_done
-            v_time[d] = now
-            if active[d] > 0:
-                t_done = now + (act_keys[d, 0] - v_done) * active[d]
-                next_done[d] = t_done  # > now up to rounding; if equal it is handled next round
-            else:
-                next_done[d] = np.inf
-                busy[d] += now - busy_since[d]
-        for f in range(n_done):
-            i = done[f]
-            di = dev[i]
-            op_end[i] = now
-            if now > makespan:
-                makespan = now
-            free_lanes[di] += 1
-            # free inputs whose last local consumer this was
-            for k in range(in_ptr[i], in_ptr[i + 1]):
-                e = in_edges[k]
-                o = edge_gout[e]
-                if o < 0:
-                    continue
-                tid = edge_tid[e]
-                if tid < 0:
-                    out_refs[o] -= 1
-                    if out_refs[o] == 0:
-                        mem[di] -= output_bytes[o]
-                else:
-                    t_refs[tid] -= 1
-                    if t_refs[tid] == 0:
-                        mem[di] -= t_bytes[tid]
-            # outputs nobody consumes
-            for o in range(output_ptr[i], output_ptr[i + 1]):
-                if out_refs[o] == 0:
-                    mem[di] -= output_bytes[o]
-            # successors: local ones and control edges; data transfers below
-            for e in range(out_ptr[i], out_ptr[i + 1]):
-                j = edge_dst[e]
-                dj = dev[j]
-                if dj == di:
-                    remaining[j] -= 1
-                    if remaining[j] == 0:
-                        ready_size[dj] = _int_push(ready[dj], ready_size[dj], j)
-                elif edge_gout[e] < 0:
-                    n_ev = _ev_push(ev_keys, ev_vals, n_ev, now + latency[di, dj], _EV_CONTROL * cap + e)
-            for tid in range(t_ptr[i], t_ptr[i + 1]):
-                dj = t_ddev[tid]
-                start = link_free[di, dj]
-                if start < now:
-                    start = now
-                end = start + latency[di, dj] + t_bytes[tid] / bandwidth[di, dj]
-                link_free[di, dj] = end
-                t_start[tid] = start
-                t_end[tid] = end
-                bytes_moved += t_bytes[tid]
-                if start == now:  # the received copy lives from the transfer's start
-                    mem[dj] += t_bytes[tid]
-                    if mem[dj] > peak[dj]:
-                        peak[dj] = mem[dj]
-                else:
-                    n_ev = _ev_push(ev_keys, ev_vals, n_ev, start, _EV_TRANSFER_START * cap + tid)
-                n_ev = _ev_push(ev_keys, ev_vals, n_ev, end, _EV_TRANSFER * cap + tid)
-        # the other events of this instant
-        while n_ev > 0 and ev_keys[0] == now:
-            code = ev_vals[0]
-            n_ev = _ev_pop(ev_keys, ev_vals, n_ev)
-            kind = code // cap
-            idx = code - kind * cap
-            if kind == _EV_TRANSFER:
-                tid = idx
-                o = t_out[tid]
-                out_refs[o] -= 1
-                if out_refs[o] == 0:
-                    mem[t_sdev[tid]] -= output_bytes[o]
-                e = t_head[tid]
-                while e >= 0:
-                    j = edge_dst[e]
-                    remaining[j] -= 1
-                    if remaining[j] == 0:
-                        dj = dev[j]
-                        ready_size[dj] = _int_push(ready[dj], ready_size[dj], j)
-                    e = e_next[e]
-            elif kind == _EV_TRANSFER_START:
-                dj = t_ddev[idx]
-                mem[dj] += t_bytes[idx]
-                if mem[dj] > peak[dj]:
-                    peak[dj] = mem[dj]
-            else:
-                j = edge_dst[idx]
-                remaining[j] -= 1
-                if remaining[j] == 0:
-                    dj = dev[j]
-                    ready_size[dj] = _int_push(ready[dj], ready_size[dj], j)
-
-    return (makespan, peak, busy, bytes_moved, started, op_start, op_end,
-            t_src[:n_t].copy(), t_sdev[:n_t].copy(), t_ddev[:n_t].copy(), t_start, t_end, t_bytes[:n_t].copy())
-
-
-@njit(cache=True)
-def _simulate_many(placements, group, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
-                   output_ptr, output_bytes, persistent, concurrency, bandwidth, latency):
-    k = placements.shape[0]
-    n_dev = concurrency.shape[0]
-    runtimes = np.empty(k)
-    peaks = np.empty((k, n_dev), np.int64)
-    busys = np.empty((k, n_dev))
-    moved = np.empty(k, np.int64)
-    dev = np.empty(group.shape[0], np.int64)
-    for r in range(k):
-        for i in range(group.shape[0]):
-            dev[i] = placements[r, group[i]]
-        res = _simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
-                             output_ptr, output_bytes, persistent, concurrency, bandwidth, latency)
-        runtimes[r] = res[0]
-        peaks[r] = res[1]
-        busys[r] = res[2]
-        moved[r] = res[3]
-    return runtimes, peaks, busys, moved
-
-
-# ---------------------------------------------------------------------------------------------
-# Python side
 
 
 class SimulationPlan:
@@ -492,7 +103,7 @@ class SimulationPlan:
             peak_bytes=np.zeros(n_dev, np.int64), busy_s=np.zeros(n_dev), bytes_moved=0,
             placement=placement, runtime="sim")
 
-    def _measurement(self, placement, runtime_s, peak, busy, moved, extra=None) -> Measurement:
+    def _measurement(self, placement, runtime_s, peak, busy, moved, schedule=None) -> Measurement:
         over = np.flatnonzero(peak > self.capacity)
         ok, failure, message = True, "", ""
         if over.size:
@@ -503,27 +114,26 @@ class SimulationPlan:
                        f"({self.capacity[d] / 2**30:.2f} GiB)")
         return Measurement(runtime_s=float(runtime_s), ok=ok, failure=failure, message=message,
                            peak_bytes=np.asarray(peak, np.int64).copy(), busy_s=np.asarray(busy, np.float64).copy(),
-                           bytes_moved=int(moved), placement=placement, runtime="sim", extra=extra or {})
+                           bytes_moved=int(moved), placement=placement, runtime="sim", schedule=schedule)
 
     def run(self, placement: Any, *, schedule: bool = False) -> Measurement:
-        """Simulate one step of ``placement`` (one device per group)."""
+        """Simulate one step of ``placement`` (one device per group); ``schedule=True`` records its Schedule."""
         placement = check_placement(self.graph, self.cluster, placement)
         bad = kernel_violations(self.graph, self.cluster, placement)
         if bad.size:
             return self._no_kernel(placement, bad)
         dev = np.ascontiguousarray(placement[self.group], dtype=np.int64)
-        (makespan, peak, busy, moved, started, op_start, op_end,
-         t_src, t_sdev, t_ddev, t_start, t_end, t_bytes) = _simulate_core(dev, *self._args())
+        (makespan, peak, busy, moved, started, op_start, op_end, t_src, t_out, t_sdev, t_ddev, t_start, t_end,
+         t_bytes, mem_time, mem_trace) = simulate_core(dev, *self._args(), bool(schedule))
         if started != self.graph.n_ops:  # cannot happen for a DAG; guard against corrupt graphs
             raise RuntimeError(f"simulation started {started} of {self.graph.n_ops} ops")
-        extra = {}
+        timeline = None
         if schedule:
-            extra["schedule"] = {
-                "op_start": op_start, "op_end": op_end, "op_device": dev,
-                "transfer_src_op": t_src, "transfer_src_device": t_sdev, "transfer_dst_device": t_ddev,
-                "transfer_start": t_start, "transfer_end": t_end, "transfer_bytes": t_bytes,
-            }
-        return self._measurement(placement, makespan, peak, busy, moved, extra)
+            timeline = Schedule(
+                op_device=dev, op_start=op_start, op_end=op_end, transfer_src_op=t_src, transfer_output=t_out,
+                transfer_src_device=t_sdev, transfer_dst_device=t_ddev, transfer_start=t_start,
+                transfer_end=t_end, transfer_bytes=t_bytes, memory_time=mem_time, memory_in_use=mem_trace.T)
+        return self._measurement(placement, makespan, peak, busy, moved, timeline)
 
     def run_batch(self, placements: Any) -> list[Measurement]:
         """Simulate many placements (int array [k, n_groups]) in one compiled call."""
@@ -542,31 +152,41 @@ class SimulationPlan:
                 todo.append(r)
         if todo:
             batch = np.ascontiguousarray(np.stack([checked[r] for r in todo]), dtype=np.int64)
-            runtimes, peaks, busys, moved = _simulate_many(batch, self.group, *self._args())
+            runtimes, peaks, busys, moved = simulate_many(batch, self.group, *self._args())
             for k, r in enumerate(todo):
                 results[r] = self._measurement(checked[r], runtimes[k], peaks[k], busys[k], moved[k])
         return results  # type: ignore[return-value]
 
 
-# A few recent plans, matched by graph and cluster identity and equal op_seconds (weak refs to
-# the graphs, so a cached plan never keeps a graph alive).
-_PLANS: list[tuple[weakref.ref, Cluster, np.ndarray, SimulationPlan]] = []
-_MAX_PLANS = 8
+def _sample_key(seconds: np.ndarray) -> Hashable:
+    """A cheap key: the shape and about 64 evenly spaced values."""
+    flat = seconds.reshape(-1)
+    return ("sample", seconds.shape, flat[:: max(1, flat.size // 64)].tobytes())
+
+
+def _bytes_key(seconds: np.ndarray) -> Hashable:
+    """A key from every value, for arrays that share their sample with another cached one."""
+    return ("bytes", seconds.shape, hash(np.ascontiguousarray(seconds).tobytes()))
 
 
 def plan_for(graph: OpGraph, cluster: Cluster, op_seconds: Any) -> SimulationPlan:
-    """The cached SimulationPlan for (graph, cluster, op_seconds), built on first use."""
-    seconds = np.asarray(op_seconds)
-    for k, (ref, ref_cluster, snapshot, plan) in enumerate(_PLANS):
-        if (ref() is graph and ref_cluster is cluster and seconds.shape == snapshot.shape
-                and np.array_equal(seconds, snapshot)):
-            if k:
-                _PLANS.insert(0, _PLANS.pop(k))
+    """The SimulationPlan for (graph, cluster, op_seconds), from the derived-data cache.
+
+    Calls with equal op_seconds values share one plan. The plan is found by a cheap key (a sample
+    of the values) and confirmed by comparing every value, which costs far less than hashing them
+    all on each call; arrays that match a cached plan's sample but not its values use a key that
+    hashes every value.
+    """
+    seconds = np.asarray(op_seconds, dtype=np.float64)
+
+    def build() -> SimulationPlan:
+        return SimulationPlan(graph, cluster, seconds)
+
+    for key in (_sample_key(seconds), _bytes_key(seconds)):
+        plan = DERIVED.get("simulation plan", graph, cluster, key=key, build=build)
+        if np.array_equal(plan.op_seconds, seconds):
             return plan
-    plan = SimulationPlan(graph, cluster, op_seconds)
-    _PLANS[:] = [e for e in _PLANS if e[0]() is not None][: _MAX_PLANS - 1]
-    _PLANS.insert(0, (weakref.ref(graph), cluster, plan.op_seconds, plan))
-    return plan
+    return build()  # both keys taken by other values (a hash collision): correct, just not cached
 
 
 def simulate(graph: OpGraph, cluster: Cluster, op_seconds: Any, placement: Any, *,
