@@ -84,8 +84,14 @@ class OpCosts:
 SLOWDOWN = 10_000  # grappler reports op times in whole microseconds: probe a device this much slower
 
 
+def achieved_rates(device: Device) -> tuple[float, float]:
+    """(FLOP/s, memory bytes/s) the device's kernels reach: its peak times its efficiencies."""
+    return device.peak_flops * device.compute_efficiency, device.memory_bandwidth * device.memory_efficiency
+
+
 def device_properties(device: Device, memory_bytes: int | None = None, slowdown: float = 1.0) -> Any:
-    """A grappler ``DeviceProperties`` whose analytical peak and bandwidth are ``device``'s / ``slowdown``.
+    """A grappler ``DeviceProperties`` whose analytical peak and bandwidth are ``device``'s achieved
+    rates (:func:`achieved_rates`) / ``slowdown``.
 
     Grappler truncates each op's time to whole microseconds; a device ``slowdown`` times slower
     stretches every op by that factor (times are FLOPs / GFLOP/s + bytes / GB/s, both linear), so
@@ -95,14 +101,15 @@ def device_properties(device: Device, memory_bytes: int | None = None, slowdown:
     from tensorflow.core.protobuf import device_properties_pb2
 
     memory = int(device.memory_bytes if memory_bytes is None else memory_bytes)
-    bandwidth_kb_s = max(1, int(round(device.memory_bandwidth / 1e3 / slowdown)))
+    flops, bandwidth = achieved_rates(device)
+    bandwidth_kb_s = max(1, int(round(bandwidth / 1e3 / slowdown)))
     if device.kind == "CPU":
         cores = max(1, int(device.concurrency))
-        frequency_mhz = max(1, int(round(device.peak_flops / slowdown / (cores * 1e6))))
+        frequency_mhz = max(1, int(round(flops / slowdown / (cores * 1e6))))
         return device_properties_pb2.DeviceProperties(
             type="CPU", num_cores=cores, frequency=frequency_mhz, bandwidth=bandwidth_kb_s, memory_size=memory)
     # One "multiprocessor" at a frequency that gives the peak: grappler only uses the product.
-    frequency_mhz = max(1, int(round(device.peak_flops / slowdown / (_GPU_FLOPS_PER_CORE_CYCLE * 1e6))))
+    frequency_mhz = max(1, int(round(flops / slowdown / (_GPU_FLOPS_PER_CORE_CYCLE * 1e6))))
     return device_properties_pb2.DeviceProperties(
         type="GPU", num_cores=1, frequency=frequency_mhz, bandwidth=bandwidth_kb_s, memory_size=memory,
         environment={"architecture": GPU_ARCHITECTURE})
@@ -117,12 +124,13 @@ def grappler_rates(properties: Any) -> tuple[float, float]:
 
 
 def op_type_key(device: Device) -> tuple[str, float, float, int]:
-    """What decides a device's op costs: (kind, peak FLOP/s, memory bandwidth, concurrency).
+    """What decides a device's op costs: (kind, achieved FLOP/s, achieved memory bandwidth, concurrency).
 
     Devices with equal keys run every op in the same time, so op costs are computed (or measured)
     once per key and shared by all its devices.
     """
-    return (device.kind, float(device.peak_flops), float(device.memory_bandwidth), int(device.concurrency))
+    flops, bandwidth = achieved_rates(device)
+    return (device.kind, float(flops), float(bandwidth), int(device.concurrency))
 
 
 def _tf_version() -> str:
@@ -166,8 +174,9 @@ def _measure_one_type(graph: OpGraph, device: Device) -> tuple[np.ndarray, int]:
         node.device = name
     properties = device_properties(device, UNLIMITED_MEMORY, SLOWDOWN)
     probe_flops, probe_bandwidth = grappler_rates(properties)
-    compute_scale = probe_flops / device.peak_flops  # probe time x this = time on the real device
-    memory_scale = probe_bandwidth / device.memory_bandwidth
+    flops, bandwidth = achieved_rates(device)
+    compute_scale = probe_flops / flops  # probe time x this = time on the real device
+    memory_scale = probe_bandwidth / bandwidth
     virtual = gcluster.Cluster(devices=[device_properties_pb2.NamedDevice(name=name, properties=properties)])
     try:
         item = gitem.Item(metagraph, ignore_colocation=True, ignore_user_placement=False)

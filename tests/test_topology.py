@@ -43,8 +43,8 @@ def test_routes_follow_the_fewest_hops_and_use_each_link_in_its_direction():
     assert route(0, 1) == ["cpu:0 -> root", "root -> plx:0", "plx:0 -> gpu:0"]
     assert route(1, 0)[0] == "gpu:0 -> plx:0" and route(2, 0)[0] == "gpu:1 -> plx:0"
     assert route(1, 0)[1] == route(2, 0)[1] == "plx:0 -> root"  # both dies share their board's slot
-    assert cluster.bandwidth[1, 3] == 12 * GB and cluster.latency[1, 3] == pytest.approx(4e-6)
-    assert cluster.bandwidth[0, 1] == 12 * GB and cluster.latency[0, 1] == pytest.approx(2e-6)
+    assert cluster.bandwidth[1, 3] == 12 * GB and cluster.latency[1, 3] == pytest.approx(1e-6)
+    assert cluster.bandwidth[0, 1] == 12 * GB and cluster.latency[0, 1] == pytest.approx(1e-6)
 
 
 def test_without_a_topology_every_ordered_pair_has_a_private_link():

@@ -41,7 +41,18 @@ def device_fields(values: Mapping[str, Any], path: str) -> dict[str, Any]:
         "concurrency": int(concurrency),
         "tf_device": tf_device,
         "op_overhead_s": seconds(values.get("op_overhead_s", 0.0), f"{path}.op_overhead_s", where),
+        **{key: _fraction(values.get(key, 1.0), f"{path}.{key}", where) for key in FRACTIONS},
     }
+
+
+# Fields in (0, 1], each 1.0 for an ideal device (see Device).
+FRACTIONS = ("compute_efficiency", "memory_efficiency", "op_share")
+
+
+def _fraction(value: object, path: str, where: str) -> float:
+    if not is_real(value) or not 0 < value <= 1:
+        raise bad(path, value, "a number in (0, 1]", where)
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -56,6 +67,12 @@ class Device:
     concurrency: int  # ops at once: 1 compute stream for a GPU, inter-op threads for a CPU
     tf_device: str  # the TF device string ops are pinned to
     op_overhead_s: float = 0.0  # fixed cost of running any op (executor dispatch, kernel launch), seconds
+    # Achieved over peak: the share of peak FLOP/s and of memory bandwidth real kernels reach.
+    compute_efficiency: float = 1.0
+    memory_efficiency: float = 1.0
+    # The largest share of the device's throughput one op can use: a CPU kernel keeps a few of
+    # its cores busy (the rest serve other ops), a GPU's one stream is all of it.
+    op_share: float = 1.0
 
     def __post_init__(self) -> None:
         for key, value in device_fields(vars(self), "Device").items():

@@ -150,6 +150,11 @@ class Cluster:
         return _frozen([d.op_overhead_s for d in self.devices], np.float64)
 
     @cached_property
+    def op_share(self) -> np.ndarray:
+        """The largest share of each device's throughput one op can use."""
+        return _frozen([d.op_share for d in self.devices], np.float64)
+
+    @cached_property
     def concurrency(self) -> np.ndarray:
         """Ops that can run at once per device."""
         return _frozen([d.concurrency for d in self.devices], np.int64)
@@ -251,7 +256,7 @@ def linked_cluster(name: str, devices: Sequence[Device], link: Callable[[Device,
 
 
 def topology_cluster(name: str, devices: Sequence[Device], topology: Topology, **fields: Any) -> Cluster:
-    """A cluster whose links are the routes of ``topology`` (bottleneck bandwidth, summed latency)."""
+    """A cluster whose links are the routes of ``topology`` (bottleneck bandwidth, largest latency)."""
     topology.check([d.name for d in devices])
     routes = topology.routes([d.name for d in devices])
     return Cluster(name, tuple(devices), routes.bandwidth, routes.latency, topology=topology, **fields)

@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import ClusterConfigError
 from ..opgraph import DEVICE_KINDS
 from .checks import BANDWIDTH_RULE, bad, nonempty_str, positive, seconds, show
-from .device import Device, check_unique, device_fields
+from .device import FRACTIONS, Device, check_unique, device_fields
 from .topology import Link as TopologyLink
 from .topology import Topology
 
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 C = TypeVar("C", bound="Cluster")
 
 DEVICE_REQUIRED = ("name", "kind", "peak_flops", "memory_bandwidth", "memory_bytes", "concurrency")
-DEVICE_OPTIONAL = ("tf_device", "op_overhead_s")
+DEVICE_OPTIONAL = ("tf_device", "op_overhead_s", *FRACTIONS)
 CLUSTER_REQUIRED = ("name", "devices")
 CLUSTER_OPTIONAL = ("default_link", "links", "topology", "transfer_overhead_s", "local_workers", "remote_target",
                     "remote_jobs")
@@ -79,7 +79,8 @@ def to_dict(cluster: Cluster) -> dict[str, Any]:
         "devices": [
             {"name": d.name, "kind": d.kind, "peak_flops": d.peak_flops,
              "memory_bandwidth": d.memory_bandwidth, "memory_bytes": d.memory_bytes,
-             "concurrency": d.concurrency, "tf_device": d.tf_device, "op_overhead_s": d.op_overhead_s}
+             "concurrency": d.concurrency, "tf_device": d.tf_device, "op_overhead_s": d.op_overhead_s,
+             **{key: getattr(d, key) for key in FRACTIONS if getattr(d, key) != 1.0}}
             for d in cluster.devices
         ],
     }

@@ -4,9 +4,12 @@ A :class:`Topology` is a graph whose nodes are the cluster's devices plus named 
 root complex, a board's PCIe switch, an NVSwitch, a network switch) and whose edges are
 full-duplex :class:`Link` s, each with its own bandwidth per direction and a latency. A transfer
 from device a to device b follows the route with the fewest hops (ties: the widest bottleneck,
-then the links' order), and occupies every link of that route in its direction. Two transfers
-that share a link direction therefore share it (a GPU's one PCIe port, a board's one slot), while
-opposite directions never interfere (full duplex).
+then the links' order) and streams through every link of that route at once (cut-through). Each
+directed link serves the transfers that cross it one after another, in the order they arrive,
+each for its own latency (the per-transfer setup during which it carries nothing else) + bytes /
+bandwidth; a transfer ends when the last link of its route has served it. So transfers that share a link direction share it (a GPU's one PCIe port, a board's
+one slot), a fast link crossed by slow transfers (the host memory behind two PCIe slots) delays
+them only by its own short service, and opposite directions never interfere (full duplex).
 
 The simulator needs the routes as arrays: :meth:`Topology.routes` gives, for every ordered device
 pair, the directed link "resources" on the route (``2 * link + direction``), the bottleneck
@@ -57,14 +60,17 @@ class Routes:
     """Every ordered device pair's route as arrays (pair ``p = src * n_devices + dst``).
 
     ``resources[pointer[p]:pointer[p + 1]]`` are the directed links the transfer occupies;
-    ``bandwidth[src, dst]`` its bottleneck (bytes/s) and ``latency[src, dst]`` the sum of the
-    links' latencies. ``names[r]`` says what resource r is, e.g. ``"gpu:0 -> plx:0"``.
+    ``bandwidth[src, dst]`` its bottleneck (bytes/s) and ``latency[src, dst]`` its slowest link's
+    latency (links stream at once, so the longest setup decides). Per resource r: ``resource_bandwidth[r]``, ``resource_latency[r]`` and
+    ``names[r]``, what it is (e.g. ``"gpu:0 -> plx:0"``).
     """
 
     pointer: np.ndarray
     resources: np.ndarray
     bandwidth: np.ndarray
     latency: np.ndarray
+    resource_bandwidth: np.ndarray
+    resource_latency: np.ndarray
     names: tuple[str, ...]
 
 
@@ -160,7 +166,7 @@ class Topology:
         return widest
 
     def routes(self, device_names: Sequence[str]) -> Routes:
-        """Every ordered device pair's route, bottleneck bandwidth and latency, as arrays."""
+        """Every ordered device pair's route, bottleneck bandwidth and largest link latency, as arrays."""
         n = len(device_names)
         pointer = np.zeros(n * n + 1, np.int64)
         resources: list[int] = []
@@ -172,12 +178,14 @@ class Topology:
                     path = self.route(device_names, src, dst)
                     resources.extend(2 * k + d for k, d in path)
                     bandwidth[src, dst] = min(self.links[k].bandwidth for k, _ in path)
-                    latency[src, dst] = sum(self.links[k].latency for k, _ in path)
+                    latency[src, dst] = max(self.links[k].latency for k, _ in path)
                 pointer[src * n + dst + 1] = len(resources)
         names = tuple(f"{end_a} -> {end_b}" for link in self.links
                       for end_a, end_b in ((link.a, link.b), (link.b, link.a)))
+        resource_bandwidth = np.repeat([link.bandwidth for link in self.links], 2).astype(np.float64)
+        resource_latency = np.repeat([link.latency for link in self.links], 2).astype(np.float64)
         return Routes(_frozen(pointer), _frozen(np.array(resources, np.int64)), _frozen(bandwidth),
-                      _frozen(latency), names)
+                      _frozen(latency), _frozen(resource_bandwidth), _frozen(resource_latency), names)
 
     def describe(self, device_names: Sequence[str]) -> list[str]:
         """Lines for ``placement-env cluster``: the links, then each device's route to the others."""
@@ -209,7 +217,9 @@ def pairwise_routes(n_devices: int, bandwidth: np.ndarray, latency: np.ndarray,
                 resources.append(src * n + dst)
             pointer[src * n + dst + 1] = len(resources)
     names = tuple(f"{device_names[p // n]} -> {device_names[p % n]}" for p in range(n * n))
-    return Routes(_frozen(pointer), _frozen(np.array(resources, np.int64)), bandwidth, latency, names)
+    return Routes(_frozen(pointer), _frozen(np.array(resources, np.int64)), bandwidth, latency,
+                  _frozen(np.array(bandwidth, np.float64).reshape(-1)), _frozen(np.array(latency, np.float64).reshape(-1)),
+                  names)
 
 
 def _frozen(array: np.ndarray) -> np.ndarray:

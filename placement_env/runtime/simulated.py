@@ -6,17 +6,23 @@ Semantics (one training step):
   device's ``concurrency`` lanes is free (GPU 1, CPU its inter-op threads). Ready ops start in
   topological (op index) order; all events of one instant are processed before ops are started.
 * ``op_seconds[i, d]`` is op i's time with the whole of device d. The ops running on a device share
-  its throughput equally (processor sharing): with k of them active each progresses at rate 1/k,
-  so a lone op runs at full speed and an op finishes once it has had ``op_seconds`` of whole-device
-  service. With ``concurrency`` 1 (GPUs) this is plain FIFO execution at full speed. Ops whose
-  service ends in the same instant (to a relative 1e-12) finish together, in op index order.
-  ``busy_s[d]`` is the time device d had at least one op active (the union of its ops' intervals;
-  since throughput is conserved it equals the sum of its ops' ``op_seconds`` up to rounding).
-* A data tensor crossing devices is sent once per (source output, destination device) over the
-  directed link src -> dst, taking ``latency + bytes / bandwidth``. A link carries one transfer at a
-  time, FIFO in the order transfers become ready (ties: source op index, then edge order);
-  transfers overlap compute. A cross-device control edge costs only the link latency and does not
-  occupy the link. Same-device edges are free.
+  its throughput equally (processor sharing): with k of them active each progresses at rate
+  min(1/k, ``op_share[d]``), so an op finishes once it has had ``op_seconds`` of whole-device
+  service. ``op_share`` < 1 is a CPU whose one op keeps only some of its cores busy: a lone op then
+  runs at that share of full speed. With ``concurrency`` 1 (GPUs) this is plain FIFO execution at
+  full speed. Ops whose service ends in the same instant (to a relative 1e-12) finish together, in
+  op index order. ``busy_s[d]`` is the time device d had at least one op active (the union of its
+  ops' intervals).
+* A data tensor crossing devices is sent once per (source output, destination device) along the
+  route src -> dst of the cluster's interconnect (``Cluster.routes``: every directed link on the
+  way; without a topology, a private link per ordered pair). After the cluster's fixed
+  ``transfer_overhead_s`` it streams through every link of the route at once; each directed link
+  serves the transfers that cross it FIFO, in the order they become ready (ties: source op index,
+  then edge order), each for the link's latency + bytes / its bandwidth; the transfer ends when
+  the last link has served it. So transfers that share a port or a switch uplink in the same
+  direction queue, a fast link shared by slower transfers delays them only by its own short
+  service, and opposite directions never interfere. Transfers overlap compute. A cross-device control edge costs the
+  fixed overhead and the latency and occupies no link. Same-device edges are free.
 * Memory per device: persistent bytes of the ops placed there for the whole step; each output is
   allocated on its producer's device from the producer's start until the end of its last consumer
   on that device and the end of its last outbound transfer (an output nobody consumes: until its
@@ -76,14 +82,21 @@ class SimulationPlan:
         self.output_bytes = graph.output_bytes.astype(np.int64)
         self.persistent = graph.persistent_bytes.astype(np.int64)
         self.concurrency = cluster.concurrency.astype(np.int64)
-        self.bandwidth = np.ascontiguousarray(cluster.bandwidth, dtype=np.float64)
-        self.latency = np.ascontiguousarray(cluster.latency, dtype=np.float64)
+        self.op_share = np.ascontiguousarray(cluster.op_share, dtype=np.float64)
+        self.latency = np.ascontiguousarray(cluster.latency, dtype=np.float64)  # control edges
+        routes = cluster.routes
+        self.route_ptr = np.ascontiguousarray(routes.pointer, dtype=np.int64)
+        self.route_res = np.ascontiguousarray(routes.resources, dtype=np.int64)
+        self.res_bandwidth = np.ascontiguousarray(routes.resource_bandwidth, dtype=np.float64)
+        self.res_latency = np.ascontiguousarray(routes.resource_latency, dtype=np.float64)
+        self.transfer_overhead = float(cluster.transfer_overhead_s)
         self.capacity = cluster.memory_bytes.astype(np.int64)
 
     def _args(self) -> tuple:
         return (self.op_seconds, self.out_ptr, self.edge_dst, self.edge_gout, self.edge_bytes, self.in_ptr,
-                self.in_edges, self.output_ptr, self.output_bytes, self.persistent, self.concurrency,
-                self.bandwidth, self.latency)
+                self.in_edges, self.output_ptr, self.output_bytes, self.persistent, self.concurrency, self.op_share,
+                self.latency, self.route_ptr, self.route_res, self.res_bandwidth, self.res_latency,
+                self.transfer_overhead)
 
     # ---- results ----
     def _no_kernel(self, placement: np.ndarray, bad: np.ndarray) -> Measurement:

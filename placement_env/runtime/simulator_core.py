@@ -124,9 +124,27 @@ def _note(record, mem_time, mem_trace, n_notes, now, mem, change):
     return n_notes
 
 
+@njit(cache=True, inline="always")
+def _service(elapsed, k, share):
+    """Whole-device service each of ``k`` active ops receives in ``elapsed`` seconds: 1/k of the
+    device each, but never more than ``share`` (the most one op can use)."""
+    if share * k >= 1.0:
+        return elapsed / k
+    return elapsed * share
+
+
+@njit(cache=True, inline="always")
+def _real_time(service, k, share):
+    """Seconds for each of ``k`` active ops to receive ``service`` (the inverse of ``_service``)."""
+    if share * k >= 1.0:
+        return service * k
+    return service / share
+
+
 @njit(cache=True)
 def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
-                  output_ptr, output_bytes, persistent, concurrency, bandwidth, latency, record):
+                  output_ptr, output_bytes, persistent, concurrency, op_share, latency,
+                  route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, record):
     """One step of the placement ``dev`` (device per op); see the simulated runtime's module docstring.
 
     Returns (makespan, peak, busy, bytes_moved, ops started, op_start, op_end, then per transfer its
@@ -231,7 +249,7 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
     ev_keys = np.empty(n + 2 * m + 1)
     ev_vals = np.empty(n + 2 * m + 1, np.int64)
     n_ev = 0
-    link_free = np.zeros((n_dev, n_dev))
+    res_free = np.zeros(res_bandwidth.shape[0])  # when each directed link of the interconnect is next free
     op_start = np.full(n, np.nan)
     op_end = np.full(n, np.nan)
     t_start = np.full(n_t, np.nan)
@@ -249,7 +267,7 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
             is_shared = concurrency[d] > 1
             if is_shared:  # bring the virtual clock up to now before k changes
                 if active[d] > 0:
-                    v_clock[d] += (now - v_time[d]) / active[d]
+                    v_clock[d] += _service(now - v_time[d], active[d], op_share[d])
                 else:
                     busy_since[d] = now
                 v_time[d] = now
@@ -274,7 +292,7 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                     busy[d] += dur
                     n_ev = _ev_push(ev_keys, ev_vals, n_ev, now + dur, _EV_OP * cap + i)
             if is_shared:  # the device's next completion in real time
-                t_done = now + (act_keys[d, 0] - v_clock[d]) * active[d]
+                t_done = now + _real_time(act_keys[d, 0] - v_clock[d], active[d], op_share[d])
                 next_done[d] = t_done if t_done > now else now
         # the next instant: the event heap's head or a shared device's next completion
         now = ev_keys[0] if n_ev > 0 else np.inf
@@ -311,7 +329,7 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
             v_clock[d] = v_done
             v_time[d] = now
             if active[d] > 0:
-                t_done = now + (act_keys[d, 0] - v_done) * active[d]
+                t_done = now + _real_time(act_keys[d, 0] - v_done, active[d], op_share[d])
                 next_done[d] = t_done  # > now up to rounding; if equal it is handled next round
             else:
                 next_done[d] = np.inf
@@ -354,14 +372,26 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                     if remaining[j] == 0:
                         ready_size[dj] = _int_push(ready[dj], ready_size[dj], j)
                 elif edge_gout[e] < 0:
-                    n_ev = _ev_push(ev_keys, ev_vals, n_ev, now + latency[di, dj], _EV_CONTROL * cap + e)
+                    n_ev = _ev_push(ev_keys, ev_vals, n_ev, now + transfer_overhead + latency[di, dj],
+                                    _EV_CONTROL * cap + e)
             for tid in range(t_ptr[i], t_ptr[i + 1]):
                 dj = t_ddev[tid]
-                start = link_free[di, dj]
-                if start < now:
-                    start = now
-                end = start + latency[di, dj] + t_bytes[tid] / bandwidth[di, dj]
-                link_free[di, dj] = end
+                # After the fixed overhead, the copy streams through every directed link of its
+                # route at once; each link serves its transfers FIFO, each for latency + bytes /
+                # bandwidth. It starts once all its links have begun and ends when the last is done.
+                pair = di * n_dev + dj
+                ready_at = now + transfer_overhead
+                start = ready_at
+                end = ready_at
+                for k in range(route_ptr[pair], route_ptr[pair + 1]):
+                    r = route_res[k]
+                    begin = res_free[r] if res_free[r] > ready_at else ready_at
+                    finish = begin + res_latency[r] + t_bytes[tid] / res_bandwidth[r]
+                    res_free[r] = finish
+                    if begin > start:
+                        start = begin
+                    if finish > end:
+                        end = finish
                 t_start[tid] = start
                 t_end[tid] = end
                 bytes_moved += t_bytes[tid]
@@ -414,7 +444,8 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
 
 @njit(cache=True)
 def simulate_many(placements, group, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
-                  output_ptr, output_bytes, persistent, concurrency, bandwidth, latency):
+                  output_ptr, output_bytes, persistent, concurrency, op_share, latency,
+                  route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead):
     """:func:`simulate_core` for every row of ``placements`` (device per group; ``group``: group per op).
 
     Returns (runtimes, peaks [k, device], busy seconds [k, device], bytes moved); records no schedule.
@@ -430,7 +461,8 @@ def simulate_many(placements, group, op_seconds, out_ptr, edge_dst, edge_gout, e
         for i in range(group.shape[0]):
             dev[i] = placements[r, group[i]]
         res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
-                            output_ptr, output_bytes, persistent, concurrency, bandwidth, latency, False)
+                            output_ptr, output_bytes, persistent, concurrency, op_share, latency,
+                            route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, False)
         runtimes[r] = res[0]
         peaks[r] = res[1]
         busys[r] = res[2]

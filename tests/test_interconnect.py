@@ -1,0 +1,89 @@
+"""The simulator on a real interconnect: shared ports and slots, full duplex, fixed transfer cost,
+and CPUs whose one op uses only some of their cores."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from placement_env.cluster import Cluster
+from placement_env.runtime.simulated import simulate
+from test_simulated import make_graph, seconds
+from test_topology import two_boards
+
+GB = 1e9
+NBYTES = 10**9  # 1 GB: the link time (1/12 s) dwarfs every latency
+
+
+def fan_out(n_destinations: int) -> tuple:
+    """Op 0 sends one 1 GB tensor to each of ops 1..n (each on its own device); ops cost nothing."""
+    edges = [(0, k, k - 1, NBYTES) for k in range(1, n_destinations + 1)]
+    g = make_graph(n_destinations + 1, edges, outputs=[[NBYTES] * n_destinations] + [[]] * n_destinations)
+    return g, seconds(np.zeros(n_destinations + 1), 5)
+
+
+def test_four_transfers_out_of_one_gpu_share_its_port():
+    cluster = two_boards()
+    g1, c1 = fan_out(1)
+    one = simulate(g1, cluster, c1, [1, 0]).runtime_s  # gpu:0 -> cpu:0
+    g4, c4 = fan_out(4)
+    four = simulate(g4, cluster, c4, [1, 0, 2, 3, 4]).runtime_s  # gpu:0 -> cpu, gpu:1, gpu:2, gpu:3
+    assert one == pytest.approx(NBYTES / (12 * GB), rel=1e-3)
+    assert four >= 3.5 * one and four == pytest.approx(4 * one, rel=1e-3)
+
+
+def test_the_ideal_machine_sends_four_transfers_at_once():
+    ideal = two_boards()
+    ideal = Cluster(ideal.name, ideal.devices, ideal.bandwidth, ideal.latency)  # same links, no topology
+    g4, c4 = fan_out(4)
+    g1, c1 = fan_out(1)
+    assert simulate(g4, ideal, c4, [1, 0, 2, 3, 4]).runtime_s == pytest.approx(
+        simulate(g1, ideal, c1, [1, 0]).runtime_s, rel=1e-4)  # the routes' latencies differ by microseconds
+
+
+def test_two_gpus_behind_one_slot_share_its_host_bandwidth():
+    cluster = two_boards()
+    # ops 0 (gpu:0) and 1 (gpu:1) each send 1 GB to op 2 and op 3 on the CPU
+    g = make_graph(4, [(0, 2, 0, NBYTES), (1, 3, 0, NBYTES)], outputs=[[NBYTES], [NBYTES], [], []])
+    costs = seconds(np.zeros(4), 5)
+    same_board = simulate(g, cluster, costs, [1, 2, 0, 0]).runtime_s
+    two_boards_ = simulate(g, cluster, costs, [1, 3, 0, 0]).runtime_s
+    one = NBYTES / (12 * GB)
+    assert same_board == pytest.approx(2 * one, rel=1e-3)  # one slot: one after the other
+    assert two_boards_ == pytest.approx(one, rel=1e-3)  # a slot each: at once
+
+
+def test_opposite_directions_do_not_interfere():
+    cluster = two_boards()
+    g = make_graph(4, [(0, 2, 0, NBYTES), (1, 3, 0, NBYTES)], outputs=[[NBYTES], [NBYTES], [], []])
+    both_ways = simulate(g, cluster, seconds(np.zeros(4), 5), [1, 0, 0, 1]).runtime_s  # gpu:0 -> cpu, cpu -> gpu:0
+    assert both_ways == pytest.approx(NBYTES / (12 * GB), rel=1e-3)
+
+
+def test_every_cross_device_tensor_pays_the_fixed_overhead():
+    cluster = dataclasses.replace(two_boards(), transfer_overhead_s=1e-3)
+    small = 8
+    g = make_graph(3, [(0, 1, 0, small), (1, 2, 0, small)], outputs=[[small], [small], []])
+    costs = seconds(np.zeros(3), 5)
+    m = simulate(g, cluster, costs, [1, 2, 1])  # gpu:0 -> gpu:1 -> gpu:0: two transfers
+    hop = 1e-3 + cluster.latency[1, 2] + small / cluster.bandwidth[1, 2]
+    assert m.runtime_s == pytest.approx(2 * hop, rel=1e-9)
+    control = make_graph(2, [(0, 1, -1, 0)], outputs=[[], []])
+    assert simulate(control, cluster, seconds(np.zeros(2), 5), [1, 2]).runtime_s == pytest.approx(
+        1e-3 + cluster.latency[1, 2])
+
+
+def test_a_cpu_op_uses_only_its_share_of_the_cores():
+    base = two_boards()
+    cpu = dataclasses.replace(base.devices[0], op_share=0.25)  # 18 lanes; one op keeps a quarter busy
+    cluster = dataclasses.replace(base, devices=(cpu, *base.devices[1:]))
+    g = make_graph(8)
+    one_second = seconds(np.ones(8), 5)
+    assert simulate(g, cluster, one_second, [0] + [1] * 7).runtime_s == pytest.approx(7.0)  # gpu:0 runs 7 in turn
+    lone = make_graph(1)
+    assert simulate(lone, cluster, seconds([1.0], 5), [0]).runtime_s == pytest.approx(4.0)
+    four = make_graph(4)
+    assert simulate(four, cluster, seconds(np.ones(4), 5), [0] * 4).runtime_s == pytest.approx(4.0)  # all at once
+    eight = make_graph(8)
+    assert simulate(eight, cluster, one_second, [0] * 8).runtime_s == pytest.approx(8.0)  # the device is full
