@@ -27,6 +27,10 @@ DEVICE_KINDS = ("CPU", "GPU")
 CPU_ONLY = 0b01  # device_mask value of an op that may only run on a CPU
 ANY_KIND = 0b11  # device_mask value of an op with kernels for every kind
 MAX_RANK = 8  # output_dims is padded to this many dimensions with -1
+# Ops whose output shares their (first data) input's buffer in TF's executor instead of
+# allocating a new one: views and reads of a resource variable (its buffer is the variable's).
+BUFFER_FORWARDING_OPS = frozenset({"Identity", "Snapshot", "Reshape", "Squeeze", "ExpandDims", "StopGradient",
+                                   "ReadVariableOp"})
 FORMAT_VERSION = 1
 
 # Array fields, in file order, with the dtype each is stored as.

@@ -87,3 +87,22 @@ def test_a_cpu_op_uses_only_its_share_of_the_cores():
     assert simulate(four, cluster, seconds(np.ones(4), 5), [0] * 4).runtime_s == pytest.approx(4.0)  # all at once
     eight = make_graph(8)
     assert simulate(eight, cluster, one_second, [0] * 8).runtime_s == pytest.approx(8.0)  # the device is full
+
+
+def test_views_share_their_input_buffer_until_their_own_consumers_are_done():
+    # op0 -> Reshape op1 -> op2, each 1 s on device 0; op0's output is 100 bytes
+    g = make_graph(3, [(0, 1, 0, 100), (1, 2, 0, 100)], outputs=[[100], [100], []])
+    g = dataclasses.replace(g, op_types=np.array(["MatMul", "Reshape", "MatMul"]))
+    costs = seconds([1.0, 1.0, 1.0], 5)
+    plain = two_boards()
+    forwarding = dataclasses.replace(plain, buffer_forwarding=True)
+    copies = simulate(g, plain, costs, [1, 1, 1], schedule=True)
+    shared = simulate(g, forwarding, costs, [1, 1, 1], schedule=True)
+    assert copies.peak_bytes[1] == 200 and shared.peak_bytes[1] == 100
+    assert shared.runtime_s == copies.runtime_s == 3.0
+    timeline = shared.schedule
+    in_use_at = lambda t: timeline.memory_in_use[1, np.searchsorted(timeline.memory_time, t, side="right") - 1]
+    assert in_use_at(2.5) == 100 and in_use_at(3.0) == 0  # alive through op2, freed when it ends
+    # a view on another device forwards the received copy, which then lives until op2 ends there
+    across = simulate(g, forwarding, costs, [1, 2, 2], schedule=True)
+    assert across.peak_bytes.tolist() == [0, 100, 100, 0, 0]

@@ -49,6 +49,10 @@ class Cluster:
     # Fixed seconds per cross-device tensor on top of its link time: the send/recv rendezvous and
     # the copy's launch (TF's _Send/_Recv pair), paid once per (tensor, destination device).
     transfer_overhead_s: float = 0.0
+    # Whether outputs of Identity, Reshape, ReadVariableOp, ... share their input's buffer, as TF's
+    # executor does (True on the machines that model TF as it runs; the ideal presets count every
+    # output as a new buffer).
+    buffer_forwarding: bool = False
 
     def __post_init__(self) -> None:
         nonempty_str(self.name, "name")
@@ -81,6 +85,9 @@ class Cluster:
             raise ClusterConfigError("a cluster has either local_workers or a remote_target, not both")
         object.__setattr__(self, "remote_jobs", MappingProxyType(jobs))
         object.__setattr__(self, "transfer_overhead_s", seconds(self.transfer_overhead_s, "transfer_overhead_s"))
+        if not isinstance(self.buffer_forwarding, (bool, np.bool_)):
+            raise bad("buffer_forwarding", self.buffer_forwarding, "true or false")
+        object.__setattr__(self, "buffer_forwarding", bool(self.buffer_forwarding))
         if self.topology is not None:
             self._check_topology()
 
@@ -105,17 +112,19 @@ class Cluster:
                 and np.array_equal(self.bandwidth, other.bandwidth)
                 and np.array_equal(self.latency, other.latency)
                 and self.topology == other.topology
-                and self.transfer_overhead_s == other.transfer_overhead_s)
+                and self.transfer_overhead_s == other.transfer_overhead_s
+                and self.buffer_forwarding == other.buffer_forwarding)
 
     def __hash__(self) -> int:
         return hash((self.name, self.devices, self.local_workers, self.remote_target,
                      tuple(sorted(self.remote_jobs.items())), self.bandwidth.tobytes(), self.latency.tobytes(),
-                     self.topology, self.transfer_overhead_s))
+                     self.topology, self.transfer_overhead_s, self.buffer_forwarding))
 
     def __reduce__(self) -> tuple:
         # Rebuild through __init__ so an unpickled cluster is validated and its arrays read-only.
         return (Cluster, (self.name, self.devices, self.bandwidth, self.latency, self.local_workers,
-                          self.remote_target, dict(self.remote_jobs), self.topology, self.transfer_overhead_s))
+                          self.remote_target, dict(self.remote_jobs), self.topology, self.transfer_overhead_s,
+                          self.buffer_forwarding))
 
     # -- array views for simulators ---------------------------------------------------------
 
@@ -230,6 +239,8 @@ class Cluster:
                     groups.setdefault(key, []).append(f"{self.devices[i].name}->{self.devices[j].name}")
         if self.transfer_overhead_s:
             lines.append(f"  fixed cost per cross-device tensor: {self.transfer_overhead_s * 1e6:.1f} us")
+        if self.buffer_forwarding:
+            lines.append("  views and variable reads share their input's buffer (TF's buffer forwarding)")
         if self.topology is not None:
             return "\n".join(lines + self.topology.describe([d.name for d in self.devices]))
         if groups:

@@ -27,7 +27,10 @@ Semantics (one training step):
   allocated on its producer's device from the producer's start until the end of its last consumer
   on that device and the end of its last outbound transfer (an output nobody consumes: until its
   producer ends); a received copy lives on the destination from the transfer's start until the
-  end of its last consumer there. A peak above ``memory_bytes`` gives failure "oom".
+  end of its last consumer there. On a cluster with ``buffer_forwarding`` the output of a view or
+  variable read (``BUFFER_FORWARDING_OPS``) allocates nothing: it shares its input's buffer, which
+  then lives until the view's own consumers are done too. A peak above ``memory_bytes`` gives
+  failure "oom".
 
 ``SimulationPlan(graph, cluster, op_seconds)`` prepares the placement-independent arrays once;
 ``.run(placement)`` and ``.run_batch(placements)`` then cost only the compiled loop of
@@ -45,7 +48,7 @@ import numpy as np
 from ..cluster import Cluster
 from ..derived import DERIVED
 from ..errors import InvalidPlacementError
-from ..opgraph import OpGraph
+from ..opgraph import BUFFER_FORWARDING_OPS, OpGraph
 from ..placement import Measurement, check_placement, kernel_violations
 from ..schedule import Schedule
 from .simulator_core import simulate_core, simulate_many
@@ -80,6 +83,8 @@ class SimulationPlan:
         self.in_ptr = np.searchsorted(dst[self.in_edges], np.arange(n + 1)).astype(np.int64)
         self.output_ptr = graph.output_ptr.astype(np.int64)
         self.output_bytes = graph.output_bytes.astype(np.int64)
+        self.forward_edge, self.out_forward_edge = self._forwarding(graph, cluster.buffer_forwarding)
+        self.output_bytes[self.out_forward_edge >= 0] = 0  # an alias allocates nothing of its own
         self.persistent = graph.persistent_bytes.astype(np.int64)
         self.concurrency = cluster.concurrency.astype(np.int64)
         self.op_share = np.ascontiguousarray(cluster.op_share, dtype=np.float64)
@@ -92,9 +97,32 @@ class SimulationPlan:
         self.transfer_overhead = float(cluster.transfer_overhead_s)
         self.capacity = cluster.memory_bytes.astype(np.int64)
 
+    def _forwarding(self, graph: OpGraph, enabled: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Per op, the in-edge whose buffer its output shares (-1: none), and the same per output.
+
+        The forwarded input of a view is its data input of the output's size (Reshape's shape
+        input is not it); with ``enabled`` False nothing forwards.
+        """
+        forward_edge = np.full(graph.n_ops, -1, np.int64)
+        out_forward_edge = np.full(len(self.output_bytes), -1, np.int64)
+        if not enabled:
+            return forward_edge, out_forward_edge
+        views = np.flatnonzero(np.isin(graph.op_types, list(BUFFER_FORWARDING_OPS))
+                               & (np.diff(self.output_ptr) == 1))
+        for i in views.tolist():
+            inputs = [e for e in self.in_edges[self.in_ptr[i]:self.in_ptr[i + 1]].tolist() if self.edge_gout[e] >= 0]
+            if not inputs:
+                continue
+            size = self.output_bytes[self.output_ptr[i]]
+            same = [e for e in inputs if self.edge_bytes[e] == size]
+            forward_edge[i] = (same or inputs)[0]
+            out_forward_edge[self.output_ptr[i]] = forward_edge[i]
+        return forward_edge, out_forward_edge
+
     def _args(self) -> tuple:
         return (self.op_seconds, self.out_ptr, self.edge_dst, self.edge_gout, self.edge_bytes, self.in_ptr,
-                self.in_edges, self.output_ptr, self.output_bytes, self.persistent, self.concurrency, self.op_share,
+                self.in_edges, self.output_ptr, self.output_bytes, self.forward_edge, self.out_forward_edge,
+                self.persistent, self.concurrency, self.op_share,
                 self.latency, self.route_ptr, self.route_res, self.res_bandwidth, self.res_latency,
                 self.transfer_overhead)
 

@@ -124,6 +124,30 @@ def _note(record, mem_time, mem_trace, n_notes, now, mem, change):
     return n_notes
 
 
+@njit(cache=True)
+def _release(e, d, edge_gout, edge_tid, out_refs, t_refs, output_bytes, t_bytes, out_forward_edge, mem, record,
+             mem_time, mem_trace, n_notes, now):
+    """A consumer on device ``d`` is done with in-edge ``e``'s buffer: drop one reference to it and
+    free it on ``d`` when none is left. A freed output that forwards its input's buffer (an alias)
+    then releases that buffer in turn. Returns the memory timeline's new length."""
+    while e >= 0:
+        o = edge_gout[e]
+        tid = edge_tid[e]
+        e = -1
+        if tid < 0:
+            out_refs[o] -= 1
+            if out_refs[o] == 0:
+                mem[d] -= output_bytes[o]
+                n_notes = _note(record, mem_time, mem_trace, n_notes, now, mem, output_bytes[o])
+                e = out_forward_edge[o]
+        else:
+            t_refs[tid] -= 1
+            if t_refs[tid] == 0:
+                mem[d] -= t_bytes[tid]
+                n_notes = _note(record, mem_time, mem_trace, n_notes, now, mem, t_bytes[tid])
+    return n_notes
+
+
 @njit(cache=True, inline="always")
 def _service(elapsed, k, share):
     """Whole-device service each of ``k`` active ops receives in ``elapsed`` seconds: 1/k of the
@@ -143,8 +167,8 @@ def _real_time(service, k, share):
 
 @njit(cache=True)
 def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
-                  output_ptr, output_bytes, persistent, concurrency, op_share, latency,
-                  route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, record):
+                  output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency, op_share,
+                  latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, record):
     """One step of the placement ``dev`` (device per op); see the simulated runtime's module docstring.
 
     Returns (makespan, peak, busy, bytes_moved, ops started, op_start, op_end, then per transfer its
@@ -341,28 +365,19 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
             if now > makespan:
                 makespan = now
             free_lanes[di] += 1
-            # free inputs whose last local consumer this was
+            # free inputs whose last local consumer this was (an alias keeps the input it forwards)
             for k in range(in_ptr[i], in_ptr[i + 1]):
                 e = in_edges[k]
-                o = edge_gout[e]
-                if o < 0:
-                    continue
-                tid = edge_tid[e]
-                if tid < 0:
-                    out_refs[o] -= 1
-                    if out_refs[o] == 0:
-                        mem[di] -= output_bytes[o]
-                        n_notes = _note(record, mem_time, mem_trace, n_notes, now, mem, output_bytes[o])
-                else:
-                    t_refs[tid] -= 1
-                    if t_refs[tid] == 0:
-                        mem[di] -= t_bytes[tid]
-                        n_notes = _note(record, mem_time, mem_trace, n_notes, now, mem, t_bytes[tid])
+                if edge_gout[e] >= 0 and e != forward_edge[i]:
+                    n_notes = _release(e, di, edge_gout, edge_tid, out_refs, t_refs, output_bytes, t_bytes,
+                                       out_forward_edge, mem, record, mem_time, mem_trace, n_notes, now)
             # outputs nobody consumes
             for o in range(output_ptr[i], output_ptr[i + 1]):
                 if out_refs[o] == 0:
                     mem[di] -= output_bytes[o]
                     n_notes = _note(record, mem_time, mem_trace, n_notes, now, mem, output_bytes[o])
+                    n_notes = _release(out_forward_edge[o], di, edge_gout, edge_tid, out_refs, t_refs, output_bytes,
+                                       t_bytes, out_forward_edge, mem, record, mem_time, mem_trace, n_notes, now)
             # successors: local ones and control edges; data transfers below
             for e in range(out_ptr[i], out_ptr[i + 1]):
                 j = edge_dst[e]
@@ -416,6 +431,9 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                 if out_refs[o] == 0:
                     mem[t_sdev[tid]] -= output_bytes[o]
                     n_notes = _note(record, mem_time, mem_trace, n_notes, now, mem, output_bytes[o])
+                    n_notes = _release(out_forward_edge[o], t_sdev[tid], edge_gout, edge_tid, out_refs, t_refs,
+                                       output_bytes, t_bytes, out_forward_edge, mem, record, mem_time, mem_trace,
+                                       n_notes, now)
                 e = t_head[tid]
                 while e >= 0:
                     j = edge_dst[e]
@@ -444,8 +462,8 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
 
 @njit(cache=True)
 def simulate_many(placements, group, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
-                  output_ptr, output_bytes, persistent, concurrency, op_share, latency,
-                  route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead):
+                  output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency, op_share,
+                  latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead):
     """:func:`simulate_core` for every row of ``placements`` (device per group; ``group``: group per op).
 
     Returns (runtimes, peaks [k, device], busy seconds [k, device], bytes moved); records no schedule.
@@ -461,8 +479,9 @@ def simulate_many(placements, group, op_seconds, out_ptr, edge_dst, edge_gout, e
         for i in range(group.shape[0]):
             dev[i] = placements[r, group[i]]
         res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
-                            output_ptr, output_bytes, persistent, concurrency, op_share, latency,
-                            route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, False)
+                            output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency,
+                            op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
+                            False)
         runtimes[r] = res[0]
         peaks[r] = res[1]
         busys[r] = res[2]
