@@ -33,6 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     cal.add_argument("-n", "--placements", type=int, default=30, help="random placements to measure (default: %(default)s)")
     cal.add_argument("--seed", type=int, default=0)
     cal.add_argument("-o", "--output", help="write the calibrated cluster JSON here (use it as cluster=<path>)")
+    fit = commands.add_parser("fit-paper-machine", help="fit the K80 machine to the seed paper's measured table "
+                              "and predict each model with a fit that left it out")
+    fit.add_argument("--starts", type=int, default=3, help="optimiser starts per fit (default: %(default)s)")
+    fit.add_argument("--save", action="store_true", help="store the all-model fit as the K80 machine's parameters")
     run = commands.add_parser("run", help="run placement methods over a benchmark suite into a results file")
     run.add_argument("--suite", default="tiny", help="paper, tiny or generalisation (default: %(default)s)")
     run.add_argument("--methods", nargs="+", default=["all"],
@@ -53,6 +57,8 @@ def main(argv: list[str] | None = None) -> int:
             print(describe_graph(_load_graph(args.benchmark, args.max_groups), top=args.top))
         elif args.command == "calibrate":
             _calibrate(args)
+        elif args.command == "fit-paper-machine":
+            _fit_paper_machine(args)
         elif args.command in ("run", "validate", "report"):
             return _harness(args)
         else:
@@ -98,6 +104,37 @@ def _calibrate(args: argparse.Namespace) -> None:
     if args.output:
         result.cluster.save(args.output)
         print(f"calibrated cluster written to {args.output}")
+
+
+def _fit_paper_machine(args: argparse.Namespace) -> None:
+    from datetime import date
+
+    from tqdm import tqdm
+
+    from .calibration import paper_machine
+    from .cluster.k80 import DEFAULT_PARAMETERS, k80_machine
+    from .problem import Problem, solve
+
+    if args.starts < 1:
+        raise ValueError(f"--starts {args.starts}: expected a positive number of optimiser starts")
+    machine = k80_machine(2, DEFAULT_PARAMETERS)  # the placements are made once, on the prior machine
+    models = []
+    for name in tqdm(paper_machine.SEED_TABLE, desc="placements", unit="model"):
+        graph = load_benchmark(name)
+        placements = {m: solve(m, Problem.make(graph, machine, benchmark=name)).placement
+                      for m in paper_machine.METHODS}
+        models.append(paper_machine.prepare(name, graph, placements))
+    bar = tqdm(total=4 * args.starts, desc="fits (all models, then each left out)", unit="start")
+    options = {"starts": args.starts, "progress": lambda _: bar.update()}
+    all_fit = paper_machine.fit(models, **options)
+    in_sample = [paper_machine.Prediction(m.name, all_fit, m.runtimes(all_fit)) for m in models]
+    held_out = paper_machine.leave_one_model_out(models, **options)
+    bar.close()
+    print(paper_machine.report(all_fit, in_sample, held_out))
+    if args.save:
+        path = paper_machine.save(all_fit, {"command": "placement-env fit-paper-machine --save",
+                                            "date": date.today().isoformat(), "starts": args.starts})
+        print(f"parameters written to {path}")
 
 
 def _describe_cluster(name: str | None) -> str:

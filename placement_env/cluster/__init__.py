@@ -11,6 +11,7 @@ and never touches the network; ``cluster_from_spec`` builds one from a running T
 - ``schema``: the JSON form (validation, ``topology`` or ``default_link`` + ``links``, files);
 - ``hardware``: units and hardware figures shared by presets and probing;
 - ``presets``: the built-in machines and ``local_cluster(n)``;
+- ``k80``: the paper's K80 machine as built (topology, achieved rates, usable memory), its parameters;
 - ``probe``: ``cluster_from_spec``, the only module that opens connections (imports TF lazily);
 - ``load``: ``load_cluster``.
 """
