@@ -136,7 +136,7 @@ def train(env_id: str = "DevicePlacement-v0", *, algorithm: str = "PPO", seconds
     defaults = dict(n_steps=64 if oneshot else 512, learning_rate=3e-3 if oneshot else 1e-3,
                     gamma=1.0, ent_coef=0.0, seed=seed, verbose=0, device="cpu")
     if algorithm == "A2C":
-        # Adam and normalised advantages: with RMSprop and raw advantages A2C barely moved in 1,280 steps.
+        # Adam and normalised advantages: A2C's RMSprop on raw advantages hardly learns here (docs/findings.md).
         defaults.update(n_steps=16 if oneshot else 64, use_rms_prop=False, normalize_advantage=True)
     else:
         defaults["batch_size"] = 64
@@ -203,18 +203,8 @@ def log_rows(result: TrainingResult, previous: Sequence[dict[str, float]] = ()) 
     return rows
 
 
-def _read_log(path: Path) -> list[dict[str, float]]:
-    import csv
-
-    if not path.exists():
-        return []
-    with open(path, newline="") as handle:
-        counts = ("episodes", "evaluations")
-        return [{k: int(v) if k in counts else float(v) for k, v in row.items()} for row in csv.DictReader(handle)]
-
-
 def _parser() -> argparse.ArgumentParser:
-    from agents.outputs import positive_float, positive_int
+    from agents.arguments import positive_float, positive_int
     from placement_env.env.core import MODES
     from placement_env.evaluation import RUNTIMES
 
@@ -242,9 +232,10 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     from tqdm import tqdm
 
-    from agents.outputs import (BEST_JSON, BEST_PB, CURVE, LOG, TENSORBOARD, TensorBoardLog, atomic_write,
-                                baseline_table, check_task_arguments, curve_references, export_best, plot_curve,
-                                run_dir, write_log)
+    from agents.arguments import check_task_arguments
+    from agents.report import baseline_table, curve_references, plot_curve
+    from agents.run_files import (BEST_JSON, BEST_PB, CURVE, LOG, TENSORBOARD, TensorBoardLog, atomic_write,
+                                  export_best, read_log, run_dir, write_log)
 
     parser = _parser()
     args = parser.parse_args(argv)
@@ -267,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: resume: {out / MODEL} belongs to {theirs}, not {meta}; use another --out-dir or the "
                   f"matching flags (nothing was changed)", file=sys.stderr)
             return 2
-        previous = _read_log(out / LOG)
+        previous = read_log(out / LOG, counts=("episodes", "evaluations"))
     seconds = args.minutes * 60 if args.minutes is not None else (None if args.steps else DEFAULT_MINUTES * 60)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write(out / RUN, lambda handle: json.dump(meta, handle, indent=1))

@@ -5,7 +5,7 @@ import json
 import pytest
 from tensorflow.core.framework import graph_pb2
 
-from agents.local_hardware_check import main
+from experiments.local_hardware_check import main
 from placement_env.benchmarks import load_benchmark
 from placement_env.cluster import load_cluster
 

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from agents.policy import Seq2SeqPolicy, group_features
-from agents.reinforce_seq2seq import (CHECKPOINT, FINE_TUNING, LOG, WARM_START_CANDIDATES, CheckpointMismatchError,
-                                      Config, Trainer, load_checkpoint, main, place, place_self_imitation, train)
+from agents.reinforce_seq2seq import (CHECKPOINT, FINE_TUNING, WARM_START_CANDIDATES, Config, Seq2SeqPolicy, Trainer,
+                                      group_features, load_checkpoint, main, place, place_self_imitation, train)
+from agents.run_files import LOG
+from placement_env import CheckpointMismatchError
 from placement_env.placement import Measurement
 from tf_helpers import tensorboard_scalars
 
@@ -196,7 +197,7 @@ def test_local_moves_stay_next_to_the_best_placement():
     trainer.update(evaluate)
     assert ((seen[0][2:] != faster).sum(axis=1) <= 4).all() and ((seen[0][2:] != faster).sum(axis=1) >= 1).all()
     # the moves tried so far survive a checkpoint
-    state = trainer.state({})
+    state = trainer.state()
     again = Trainer(trainer.features.numpy(), allowed, trainer.config, seed=1)
     again.load(state)
     assert again.tried == trainer.tried and np.array_equal(again.moved_from, faster)
@@ -212,12 +213,12 @@ def test_config_refuses_values_out_of_range(field, value, accepted):
 
 
 def test_group_features_shape():
-    from placement_env.env.core import DevicePlacementEnv
+    from placement_env import Evaluator, allowed_devices, graph_features, load_benchmark, load_cluster
 
-    env = DevicePlacementEnv("rnnlm-tiny", "paper-2gpu", pad_to=120)
-    x = group_features(env.task.features.fields, env.n_groups, env.task.allowed)
-    assert x.shape[0] == env.n_groups and np.isfinite(x).all()
-    env.close()
+    graph, cluster = load_benchmark("rnnlm-tiny"), load_cluster("paper-2gpu")
+    fields = graph_features(graph, cluster, Evaluator(graph, cluster).costs.seconds, 120).fields
+    x = group_features(fields, graph.n_groups, allowed_devices(graph, cluster))
+    assert x.shape[0] == graph.n_groups and np.isfinite(x).all()
 
 
 @pytest.mark.slow

@@ -1,6 +1,6 @@
 """Real-hardware check of the seq2seq agent: learn on the calibrated simulator, confirm on real TF workers.
 
-    python -m agents.local_hardware_check [--benchmark rnnlm-tiny] [--cluster local:2] [--budget 1500]
+    python -m experiments.local_hardware_check [--benchmark rnnlm-tiny] [--cluster local:2] [--budget 1500]
 
 1. Calibrate the simulator on ``cluster`` (random placements measured on local TF workers).
 2. Train ``reinforce_seq2seq`` on the calibrated simulator for ``--budget`` evaluations.
@@ -37,9 +37,9 @@ def measure_exported(runtime, graph, pb_path: Path) -> float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from agents.outputs import positive_int
     import torch
 
+    from agents.arguments import positive_int
     from agents.reinforce_seq2seq import train
     from placement_env.problem import Problem, solve
     from placement_env.benchmarks import load_benchmark
@@ -49,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from placement_env.runtime.measured import MeasuredRuntime
     from placement_env.tf_import.export import export_placed_graph
 
-    parser = argparse.ArgumentParser(prog="python -m agents.local_hardware_check", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m experiments.local_hardware_check", description=__doc__.split("\n")[0])
     parser.add_argument("--benchmark", default="rnnlm-tiny")
     parser.add_argument("--cluster", default="local:2", help="a local:N cluster (default: local:2)")
     parser.add_argument("--budget", type=positive_int, default=1500, help="simulated evaluations to train for")

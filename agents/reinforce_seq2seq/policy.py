@@ -6,8 +6,10 @@
 * Encoder: a bidirectional LSTM over the groups in topological order.
 * Decoder: an LSTM cell that emits one device per group; its input at step t is the embedding of
   the device chosen for group t-1 (a start token at t=0) and the encoder output of group t; a
-  content-based (Bahdanau, additive) attention over all encoder outputs gives a context vector;
-  the logits over devices come from [decoder state, context].
+  content-based attention over all encoder outputs (a scaled dot product of a projection of the
+  decoder state with each output, Luong's "general" form) gives a context vector; the logits over
+  devices come from [decoder state, context]. The decoder's input projection is computed once per
+  device and per group, outside the loop over the groups.
 * Devices a group cannot run on (``allowed`` False: no kernel) get logit -inf, so they are never
   sampled; logits are divided by a temperature and may get Gaussian noise (exploration, as in TF's
   hierarchical placer) before masking.
@@ -16,6 +18,7 @@
 and entropy (with gradients); ``policy(features, allowed, actions=A)`` scores given placements;
 with both, one pass samples K and scores A (self-imitation). ``policy.decode`` also returns every
 group's device distribution (local moves around the best placement, in the trainer).
+:func:`problem_features` is the policy's input for a :class:`placement_env.Problem`.
 """
 from __future__ import annotations
 
@@ -24,6 +27,8 @@ from typing import Mapping
 import numpy as np
 import torch
 from torch import nn
+
+from placement_env import Problem, graph_features
 
 # env observation fields the group embedding reads (see placement_env.env.features)
 GROUP_FIELDS = ("op_types", "output_shapes", "neighbours", "neighbour_bytes", "compute", "memory", "position")
@@ -41,6 +46,14 @@ def group_features(fields: Mapping[str, np.ndarray], n_groups: int, allowed: np.
     columns.append(np.log10(1e-4 + share * n_groups).astype(np.float32) / 4.0)
     columns.append(np.asarray(allowed, np.float32))
     return np.concatenate(columns, axis=1)
+
+
+def problem_features(problem: Problem) -> np.ndarray:
+    """[n_groups, F]: :func:`group_features` of ``problem``'s graph on its cluster, from the env's feature fields
+    (``placement_env.graph_features`` without padding, on the problem's op costs)."""
+    graph = problem.graph
+    fields = graph_features(graph, problem.cluster, problem.costs.seconds, graph.n_groups).fields
+    return group_features(fields, graph.n_groups, problem.allowed)
 
 
 class Seq2SeqPolicy(nn.Module):

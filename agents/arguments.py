@@ -1,0 +1,67 @@
+"""Argument checks shared by the agents' command lines: argparse ``type=`` checkers for counts and numbers, and
+:func:`check_task_arguments` for the flags that name a task (``--benchmark``, ``--cluster``, ``--seed``).
+
+A bad value ends the command with argparse's usage error (exit 2) naming the flag, the value and what is
+accepted, before anything is built or written."""
+from __future__ import annotations
+
+import argparse
+import math
+
+
+def _integer(text: str, least: int, kind: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid {kind}: {text!r}") from None
+    if value < least:
+        raise argparse.ArgumentTypeError(f"expected a {kind}, got {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    return _integer(text, 1, "positive integer")
+
+
+def non_negative_int(text: str) -> int:
+    return _integer(text, 0, "whole number >= 0")
+
+
+def _finite_number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = _finite_number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    value = _finite_number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text}")
+    return value
+
+
+def check_task_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``parser.error`` (exit 2, naming the flag) for an unknown ``--benchmark`` or ``--cluster``, or a negative
+    ``--seed``."""
+    from placement_env import benchmark_names, load_cluster
+
+    if args.seed < 0:
+        parser.error(f"argument --seed: expected an integer >= 0, got {args.seed}")
+    if args.benchmark not in benchmark_names() and not args.benchmark.startswith("synthetic:"):
+        parser.error(f"argument --benchmark: unknown benchmark {args.benchmark!r}; "
+                     f"choose from {', '.join(benchmark_names())} or synthetic:N")
+    try:
+        load_cluster(args.cluster)
+    except Exception as error:  # noqa: BLE001
+        parser.error(f"argument --cluster: {error}")

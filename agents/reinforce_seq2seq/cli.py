@@ -1,0 +1,149 @@
+"""The command line, ``python -m agents.reinforce_seq2seq`` (``--help``): train on one benchmark and cluster,
+then print a table against the baselines and write ``best_placement.pb`` (the placed TF graph).
+
+Exit codes: 0 done, 2 a bad flag or a refused resume, 130 interrupted (Ctrl-C or SIGTERM; the checkpoint and
+log are kept)."""
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from agents.arguments import check_task_arguments, non_negative_float, non_negative_int, positive_float, positive_int
+from agents.report import baseline_table, curve_references, plot_curve
+from agents.run_files import BEST_PB, CURVE, export_best
+from placement_env import METHODS, CheckpointMismatchError, ParallelEvaluator, PlacementEnvError
+from placement_env.evaluation import RUNTIMES
+from placement_env.parallel import BACKENDS
+
+from .config import FINE_TUNING, Config
+from .training import DEFAULT_MINUTES, TrainResult, default_out_dir, train
+from .warm_start import WARM_START_CANDIDATES
+
+TUNED_FLAGS = ("lr", "self_imitation", "elites", "explore", "local_moves")  # default: FINE_TUNING's if warm-started
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m agents.reinforce_seq2seq",
+        description="Train the paper's seq2seq placement policy with REINFORCE and compare it with the baselines.")
+    parser.add_argument("--benchmark", default="nmt", help="benchmark name (default: nmt)")
+    parser.add_argument("--cluster", default="paper-2gpu", help="cluster name or spec (default: paper-2gpu)")
+    parser.add_argument("--runtime", default="sim", choices=RUNTIMES, help="runtime (default: sim)")
+    parser.add_argument("--budget", type=positive_int, default=None,
+                        help="stop after this many runtime evaluations in total (default: none)")
+    parser.add_argument("--minutes", type=positive_float, default=None,
+                        help=f"wall budget of this session in minutes (default: {DEFAULT_MINUTES:g} if no --budget)")
+    parser.add_argument("--samples", type=positive_int, default=16, help="placements per update, K (default: 16)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument("--out-dir", default=None,
+                        help="output folder (default: runs/reinforce_seq2seq/<benchmark>-<cluster>-<runtime>)")
+    parser.add_argument("--resume", action="store_true", help="continue from OUT_DIR/checkpoint.pt")
+    tuned = ", or {:g} with --warm-start".format
+    parser.add_argument("--lr", type=positive_float, default=None,
+                        help=f"Adam learning rate (default: {Config.lr:g}{tuned(FINE_TUNING['lr'])})")
+    parser.add_argument("--self-imitation", type=non_negative_float, default=None, metavar="WEIGHT",
+                        help="weight of the log-probability of the elite placements in the loss (default: "
+                             f"{Config.self_imitation:g}, as in the paper{tuned(FINE_TUNING['self_imitation'])})")
+    parser.add_argument("--elites", type=positive_int, default=None,
+                        help=f"fastest distinct placements self-imitation pulls towards (default: {Config.elites}"
+                             f"{tuned(FINE_TUNING['elites'])})")
+    parser.add_argument("--explore", type=non_negative_float, default=None, metavar="GROUPS",
+                        help="per sampled placement, the expected number of groups put on a uniformly random device "
+                             f"(default: {Config.explore:g}{tuned(FINE_TUNING['explore'])})")
+    parser.add_argument("--local-moves", type=non_negative_int, default=None, metavar="PLACEMENTS",
+                        help="of the K placements per update, how many are the best so far with 1-4 groups moved, "
+                             f"guided by the policy (default: {Config.local_moves}{tuned(FINE_TUNING['local_moves'])})")
+    parser.add_argument("--warm-start", default=None, metavar="METHOD",
+                        help="first imitate this baseline's placement ('best': the fastest of "
+                             f"{', '.join(WARM_START_CANDIDATES)}); default: none, from scratch as in the paper")
+    parser.add_argument("--entropy", type=non_negative_float, default=Config.entropy,
+                        help=f"entropy bonus ({Config.entropy:g})")
+    parser.add_argument("--hidden", type=positive_int, default=Config.hidden, help=f"LSTM size ({Config.hidden})")
+    parser.add_argument("--backend", default="local", choices=("local",) + BACKENDS,
+                        help="where the K samples of an update are evaluated: in this process (local), on worker "
+                             "processes (process) or on Ray actors (ray) (default: local)")
+    parser.add_argument("--workers", type=positive_int, default=2,
+                        help="worker processes or Ray actors for --backend process|ray (default: 2)")
+    parser.add_argument("--ray-address", default=None,
+                        help="Ray cluster address (host:port, ray://host:port or auto); implies --backend ray")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-baselines", action="store_true", help="skip the baseline table")
+    return parser
+
+
+def _check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``parser.error`` (exit 2, naming the flag) for flag values the argparse types cannot check alone."""
+    if args.hidden % 2:
+        parser.error(f"argument --hidden: expected an even number, got {args.hidden}")
+    check_task_arguments(parser, args)
+    if args.warm_start is not None and args.warm_start != "best" and args.warm_start not in METHODS:
+        parser.error(f"argument --warm-start: unknown method {args.warm_start!r}; choose from best, "
+                     f"{', '.join(METHODS)}")
+    if args.ray_address and args.backend == "process":
+        parser.error("argument --ray-address: needs --backend ray (or no --backend), not --backend process")
+
+
+def _config(args: argparse.Namespace) -> Config:
+    """The Config the flags ask for: the defaults, FINE_TUNING's under a warm start, then the flags given."""
+    flags = {name: getattr(args, name) for name in TUNED_FLAGS}
+    return Config(**{**(FINE_TUNING if args.warm_start else {}), **{k: v for k, v in flags.items() if v is not None},
+                     "entropy": args.entropy, "hidden": args.hidden, "warm_start": args.warm_start})
+
+
+def _interrupted(signum: int, frame: Any) -> None:
+    """SIGTERM (e.g. a timeout) ends like Ctrl-C: the checkpoint is kept."""
+    raise KeyboardInterrupt
+
+
+def _train(args: argparse.Namespace, config: Config, out: Path) -> TrainResult:
+    """Train as the flags say, on the chosen backend (whose workers are closed afterwards)."""
+    seconds = args.minutes * 60 if args.minutes is not None else (None if args.budget else DEFAULT_MINUTES * 60)
+    backend = "ray" if args.ray_address else args.backend
+    evaluator = None
+    try:
+        if backend != "local":
+            evaluator = ParallelEvaluator(args.benchmark, args.cluster, args.runtime, backend=backend,
+                                          workers=args.workers, address=args.ray_address)
+        return train(args.benchmark, args.cluster, args.runtime, budget=args.budget, seconds=seconds,
+                     samples=args.samples, seed=args.seed, out_dir=out, resume=args.resume,
+                     progress=not args.no_progress, config=config, evaluator=evaluator)
+    finally:
+        if evaluator is not None:
+            evaluator.close()
+
+
+def _report(args: argparse.Namespace, result: TrainResult, out: Path) -> None:
+    """The summary line, the table against the baselines (and the curve with their lines), the placed graph."""
+    print(f"\n{result.updates} updates, {result.evaluations} evaluations, {result.wall_s:.0f} s; "
+          f"best {result.best_runtime_s:.4f} s; outputs in {out}")
+    if not args.no_baselines:
+        table, values = baseline_table(args.benchmark, args.cluster, args.runtime, result.best_runtime_s)
+        print()
+        print(table)
+        plot_curve(out / CURVE, result.history, title=f"{args.benchmark} on {args.cluster} ({args.runtime})",
+                   references=curve_references(values))
+    if result.best_placement is not None:
+        print(export_best(args.benchmark, args.cluster, result.best_placement, out / BEST_PB))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; the exit code."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    _check_flags(parser, args)
+    config = _config(args)
+    signal.signal(signal.SIGTERM, _interrupted)
+    out = Path(args.out_dir) if args.out_dir else default_out_dir(args.benchmark, args.cluster, args.runtime)
+    try:
+        result = _train(args, config, out)
+    except (CheckpointMismatchError, FileNotFoundError, PlacementEnvError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"\ninterrupted; checkpoint and log written to {out}", file=sys.stderr)
+        return 130
+    _report(args, result, out)
+    return 0

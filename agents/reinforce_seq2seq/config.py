@@ -1,0 +1,73 @@
+"""The agent's hyper-parameters (:class:`Config`) and the two presets that switch on its deviations from the
+paper: ``SELF_IMITATION`` (from scratch) and ``FINE_TUNING`` (after a warm start).
+
+The defaults are the paper's setting plus advantage normalisation; docs/findings.md has the experiments
+behind the presets."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from placement_env.env.rewards import DEFAULT_FAILING_SIGNAL_S
+
+
+def is_integer(value: Any) -> bool:
+    """An int (or numpy integer), not a bool."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def is_finite_number(value: Any) -> bool:
+    """A finite int or float (or numpy number), not a bool."""
+    return isinstance(value, (int, float, np.number)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+@dataclass
+class Config:
+    """Hyper-parameters (stored in the checkpoint; a resumed run keeps its own)."""
+
+    samples: int = 16  # K placements per update
+    hidden: int = 256
+    lr: float = 3e-3
+    entropy: float = 0.01  # beta, on the entropy of a whole placement (sum over groups, nats)
+    baseline_decay: float = 0.9
+    grad_clip: float = 1.0
+    temperature: float = 1.0
+    logits_noise: float = 0.5
+    noise_updates: int = 50  # logits noise for this many updates, then none
+    explore: float = 0.0  # per placement, the expected number of groups given a uniformly random allowed device
+    normalize_advantages: bool = True
+    advantage_clip: float = 5.0
+    failing_signal: float = DEFAULT_FAILING_SIGNAL_S  # the runtime charged for a placement that fails
+    warm_start: str | None = None  # a baseline method (or "best") whose placement the policy imitates first
+    warm_start_prob: float = 0.999  # ... until it gives that placement this probability per group
+    self_imitation: float = 0.0  # weight of -log p(elite) in the loss (0: off, as in the paper)
+    elites: int = 4  # the fastest distinct placements seen so far that self-imitation pulls towards
+    local_moves: int = 0  # this many (at most K - 1) of the K per update are the best with a few groups moved
+
+    def __post_init__(self) -> None:
+        """A clear ValueError for a value out of range (also for a checkpoint's or ``dataclasses.replace``'s)."""
+        checks = {  # name -> (accepted, test)
+            **{name: ("an integer >= 1", lambda v: is_integer(v) and v >= 1)
+               for name in ("samples", "hidden", "elites")},
+            **{name: ("an integer >= 0", lambda v: is_integer(v) and v >= 0)
+               for name in ("local_moves", "noise_updates")},
+            **{name: ("a finite number > 0", lambda v: is_finite_number(v) and v > 0)
+               for name in ("lr", "temperature", "grad_clip", "advantage_clip", "failing_signal")},
+            **{name: ("a finite number >= 0", lambda v: is_finite_number(v) and v >= 0)
+               for name in ("entropy", "logits_noise", "explore", "self_imitation")},
+            **{name: ("a number in [0, 1]", lambda v: is_finite_number(v) and 0 <= v <= 1)
+               for name in ("baseline_decay", "warm_start_prob")},
+        }
+        for name, (accepted, test) in checks.items():
+            if not test(getattr(self, name)):
+                raise ValueError(f"Config.{name}={getattr(self, name)!r}; expected {accepted}")
+
+
+# From scratch (place_self_imitation): pull towards the best placement so far, and explore 2 groups per sample.
+SELF_IMITATION = {"self_imitation": 1.0, "elites": 1, "explore": 2.0}
+# After a warm start these replace the Config defaults (flags still win): a lower lr and no logits noise keep the
+# imitated placement; a floor of 1 group and 2 local moves per update search close to the best placement.
+FINE_TUNING = {**SELF_IMITATION, "explore": 1.0, "lr": 1e-3, "logits_noise": 0.0, "local_moves": 2}

@@ -1,0 +1,89 @@
+"""The run folder every agent's command line writes: its file names, atomic writes, the CSV log (written and
+read back on resume), the TensorBoard log, and the placed TF graph of the best placement.
+
+Writes go through a temporary file and a rename, so a run killed mid-write never leaves half a file.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any, Callable, Collection, Sequence
+
+# the files every agent's run folder gets
+LOG = "log.csv"
+BEST_JSON = "best_placement.json"
+BEST_PB = "best_placement.pb"
+CURVE = "learning_curve.png"
+TENSORBOARD = "tensorboard"
+
+
+def atomic_write(path: Path, write: Callable[[Any], None], binary: bool = False) -> None:
+    """Write ``path`` through a temporary file, so a crash never leaves half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb" if binary else "w", **({} if binary else {"newline": ""})) as handle:
+        write(handle)
+    os.replace(tmp, path)
+
+
+def run_dir(agent: str, *parts: str) -> Path:
+    """Default output folder of an agent's run: ``runs/<agent>/<part>-<part>-...`` with unsafe characters as ``_``."""
+    return Path("runs") / agent / re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(parts))
+
+
+def write_log(path: Path, rows: Sequence[dict[str, float]], columns: Sequence[str]) -> None:
+    """The CSV log ``path``: a header of ``columns``, then one line per row (other keys are left out)."""
+    def write(handle: Any) -> None:
+        writer = csv.DictWriter(handle, fieldnames=list(columns), extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+
+    atomic_write(path, write)
+
+
+def read_log(path: Path, counts: Collection[str] = ()) -> list[dict[str, float]]:
+    """The rows of the CSV log ``path`` ([] if there is none): the ``counts`` columns as int, the rest as float."""
+    if not path.exists():
+        return []
+    with open(path, newline="") as handle:
+        return [{k: int(v) if k in counts else float(v) for k, v in row.items()} for row in csv.DictReader(handle)]
+
+
+class TensorBoardLog:
+    """The log rows as TensorBoard scalars in ``directory`` (``tensorboard --logdir <out dir>``), one point per row
+    at step ``row[step]``. Written with ``tf.summary`` (which needs the tensorboard package, in the ``agents``
+    extra). Opening it replaces the folder's event files by ``rows`` (a resumed run's history), so steps never
+    double."""
+
+    def __init__(self, directory: Path, rows: Sequence[dict[str, float]] = (), step: str = "evaluations") -> None:
+        import tensorflow as tf
+
+        shutil.rmtree(directory, ignore_errors=True)
+        self._tf, self._step = tf, step
+        self._writer = tf.summary.create_file_writer(str(directory))
+        for row in rows:
+            self.write(row)
+
+    def write(self, row: dict[str, float]) -> None:
+        with self._writer.as_default(step=int(row[self._step])):
+            for key, value in row.items():
+                if key != self._step and isinstance(value, (int, float)) and math.isfinite(value):
+                    self._tf.summary.scalar(key, value)
+
+    def close(self) -> None:
+        self._writer.flush()
+        self._writer.close()
+
+
+def export_best(benchmark: str, cluster: str, placement: Any, path: Path) -> str:
+    """Write the placed TF graph of ``placement``; a line saying where, or why not."""
+    try:
+        from placement_env import export_placed_graph, load_benchmark, load_cluster
+
+        export_placed_graph(load_benchmark(benchmark), load_cluster(cluster), placement, str(path))
+        return f"placed TF graph: {path}"
+    except Exception as error:  # noqa: BLE001 - e.g. a synthetic graph without a GraphDef
+        return f"note: no placed TF graph written ({type(error).__name__}: {error})"
