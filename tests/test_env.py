@@ -58,7 +58,7 @@ def test_oneshot_step_reward_and_info():
     env = _make()
     obs, info = env.reset(seed=0)
     assert env.observation_space.contains(obs) and info["n_groups"] == env.n_groups
-    action = np.where(env.task.allowed[:, 1], 1, 0)
+    action = np.where(env.allowed[:, 1], 1, 0)
     obs, reward, terminated, truncated, info = env.step(action)
     assert terminated and not truncated and info["ok"]
     expected = pe.evaluate(env.graph, env.cluster, action)
@@ -76,7 +76,7 @@ def test_oneshot_step_reward_and_info():
 def test_other_rewards(reward, check):
     env = _make(reward=reward)
     env.reset(seed=0)
-    reference = env.task.reference(env.failing_signal)[1].runtime_s
+    reference = env.reference()[1].runtime_s
     _, r, _, _, info = env.step(np.full(env.slots, 2))
     assert check(r, info["runtime_s"], reference)
 
@@ -87,7 +87,7 @@ def test_reward_objects_and_callables():
     assert REWARDS["neg_sqrt_runtime"].range == (-np.inf, 0.0) and not REWARDS["neg_sqrt_runtime"].uses_reference
     env = _make(reward=lambda runtime_s, reference_s: reference_s - runtime_s)
     env.reset(seed=0)
-    reference = env.task.reference(env.failing_signal)[1].runtime_s
+    reference = env.reference()[1].runtime_s
     _, r, _, _, info = env.step(np.full(env.slots, 2))
     assert env.unwrapped.reward.name == "<lambda>" and r == pytest.approx(reference - info["runtime_s"])
     halved = Reward("half", lambda runtime_s, reference_s: -runtime_s / 2, (-np.inf, 0.0))
@@ -143,7 +143,7 @@ def test_sequential_episode_places_groups_in_order():
 def test_sequential_dense_rewards_sum_to_the_gain_over_the_reference():
     env = _make(mode="sequential", dense_reward=True)
     env.reset(seed=0)
-    reference = env.task.reference(env.failing_signal)[1].runtime_s
+    reference = env.reference()[1].runtime_s
     total = 0.0
     for step in range(env.n_groups):
         _, reward, terminated, _, info = env.step(1 + step % 2)
@@ -156,7 +156,7 @@ def test_improve_mode_moves_one_group_per_step():
     env = _make(mode="improve", improve_steps=5)
     obs, info = env.reset(seed=0)
     start = info["placement"].copy()
-    np.testing.assert_array_equal(start, env.task.reference(env.failing_signal)[0])
+    np.testing.assert_array_equal(start, env.reference()[0])
     assert obs["placement"].sum() == env.n_groups and 0 < obs["efficiency"][0] <= 1
     previous = info["runtime_s"]
     for step in range(5):
@@ -239,7 +239,7 @@ def test_action_masks_oneshot_layout():
     mask = env.action_masks()
     assert mask.shape == (110 * 3,) and mask.dtype == bool
     grid = mask.reshape(110, 3)
-    np.testing.assert_array_equal(grid[:105], env.task.allowed)
+    np.testing.assert_array_equal(grid[:105], env.allowed)
     assert grid[105:, 0].all() and not grid[105:, 1:].any()
 
 
@@ -304,7 +304,7 @@ def test_measured_env_survives_a_killed_worker():
         env.reset(seed=0)
         _, _, _, _, info = env.step(placement)
         assert info["ok"] and info["runtime"] == "measured", info["message"]
-        workers = env.task.evaluator._measured.workers
+        workers = env.evaluator._measured.workers
         os.kill(workers.worker_pids[1], signal.SIGKILL)
         time.sleep(0.5)
         env.reset()

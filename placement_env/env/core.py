@@ -49,7 +49,7 @@ DEFAULT_BENCHMARK = "nmt"
 DEFAULT_CLUSTER = "paper-2gpu"
 
 
-class _Task:
+class _GraphTask:
     """One graph on the env's cluster: evaluators, features, masks, and lazily the bound and reference."""
 
     def __init__(self, graph: OpGraph, cluster: Cluster, runtime: str, slots: int,
@@ -112,12 +112,12 @@ class DevicePlacementEnv(gym.Env):
         self.max_groups, self.dense_reward, self._improve_steps = max_groups, bool(dense_reward), improve_steps
         self.cluster = load_cluster(cluster)
         self._measured_options = measured_options
-        self._tasks: dict[Any, _Task] = {}
+        self._tasks: dict[Any, _GraphTask] = {}
         first = self._graph_of(benchmark)
         if pad_to is not None and (not isinstance(pad_to, int) or isinstance(pad_to, bool) or pad_to < first.n_groups):
             raise ValueError(f"pad_to={pad_to!r}; expected an integer >= the graph's {first.n_groups} groups")
         self.slots = first.n_groups if pad_to is None else pad_to
-        self.task = self._task(benchmark, first)
+        self._task = self._task_for(benchmark, first)
         n_devices = self.cluster.n_devices
         fields = observation_fields(self.slots, n_devices)
         if mode != "oneshot":
@@ -156,7 +156,7 @@ class DevicePlacementEnv(gym.Env):
 
         return from_tf(benchmark, max_groups=self.max_groups)
 
-    def _task(self, benchmark: Any, graph: OpGraph | None = None) -> _Task:
+    def _task_for(self, benchmark: Any, graph: OpGraph | None = None) -> _GraphTask:
         key = benchmark if isinstance(benchmark, str) else id(benchmark)
         task = self._tasks.get(key)
         if task is None:
@@ -164,38 +164,49 @@ class DevicePlacementEnv(gym.Env):
             if graph.n_groups > self.slots:
                 raise ValueError(f"benchmark {graph.name!r} has {graph.n_groups} groups but this env has "
                                  f"{self.slots} slots; make the env with pad_to >= {graph.n_groups}")
-            task = self._tasks[key] = _Task(graph, self.cluster, self.runtime, self.slots, self._measured_options)
+            task = self._tasks[key] = _GraphTask(graph, self.cluster, self.runtime, self.slots, self._measured_options)
         return task
 
     @property
     def graph(self) -> OpGraph:
         """The graph of the current episode."""
-        return self.task.graph
+        return self._task.graph
 
     @property
     def n_groups(self) -> int:
-        return self.task.graph.n_groups
+        return self._task.graph.n_groups
+
+    @property
+    def allowed(self) -> np.ndarray:
+        """Bool [n_groups, n_devices] of the current graph: devices with kernels for every op of a group."""
+        return self._task.allowed
+
+    def reference(self) -> tuple[np.ndarray, Measurement]:
+        """The reference placement of the current graph (the fastest single-device placement that runs,
+        the CPU one if none does) and its Measurement with the env's runtime; what ``speedup`` and
+        ``improve`` mode start from."""
+        return self._task.reference(self.failing_signal)
 
     @property
     def evaluator(self) -> Evaluator:
         """The evaluator of the current graph with the env's runtime (what ``step`` charges)."""
-        return self.task.evaluator
+        return self._task.evaluator
 
     # ---- evaluation and rewards ----
     def _reward_of(self, runtime_s: float) -> float:
-        reference = self.task.reference(self.failing_signal)[1] if self.reward.uses_reference else None
+        reference = self._task.reference(self.failing_signal)[1] if self.reward.uses_reference else None
         reference_s = charged_runtime(reference, self.failing_signal) if reference is not None else 1.0
         return self.reward(runtime_s, reference_s)
 
     def _evaluate(self, placement: np.ndarray, evaluator: Evaluator | None = None) -> tuple[Measurement, float]:
-        m = (evaluator or self.task.evaluator)(placement)
+        m = (evaluator or self._task.evaluator)(placement)
         return m, charged_runtime(m, self.failing_signal)
 
     def _info(self, m: Measurement, charged: float) -> dict[str, Any]:
         return {
             "runtime_s": float(m.runtime_s), "charged_runtime_s": charged, "ok": bool(m.ok), "failure": m.failure,
             "message": m.message, "peak_bytes": m.peak_bytes, "busy_s": m.busy_s, "bytes_moved": int(m.bytes_moved),
-            "lower_bound_s": self.task.lower_bound, "placement": np.array(m.placement), "benchmark": self.graph.name,
+            "lower_bound_s": self._task.lower_bound, "placement": np.array(m.placement), "benchmark": self.graph.name,
             "runtime": m.runtime,
         }
 
@@ -204,7 +215,7 @@ class DevicePlacementEnv(gym.Env):
         return self._step % self.n_groups
 
     def _observation(self) -> dict[str, np.ndarray]:
-        obs = {key: value.copy() for key, value in self.task.features.fields.items()}  # callers may keep them
+        obs = {key: value.copy() for key, value in self._task.features.fields.items()}  # callers may keep them
         if self.mode == "oneshot":
             return obs
         placement = np.zeros((self.slots, self.cluster.n_devices), np.float32)
@@ -215,7 +226,7 @@ class DevicePlacementEnv(gym.Env):
             current[self._current_group()] = 1.0
         obs["placement"], obs["current"] = placement, current
         if self.mode == "improve":
-            obs["efficiency"] = np.array([min(self.task.lower_bound / self._last_reward_runtime, 1.0)], np.float32)
+            obs["efficiency"] = np.array([min(self._task.lower_bound / self._last_reward_runtime, 1.0)], np.float32)
         return obs
 
     # ---- gym API ----
@@ -227,7 +238,7 @@ class DevicePlacementEnv(gym.Env):
             raise ValueError(f"unknown reset option(s) {', '.join(map(repr, unknown))}; accepted: "
                              f"{', '.join(map(repr, OPTION_KEYS))}")
         if "benchmark" in options:
-            self.task = self._task(options["benchmark"])
+            self._task = self._task_for(options["benchmark"])
         if "placement" in options and self.mode != "improve":
             raise ValueError(f"reset option 'placement' (a start placement) is for mode='improve', not {self.mode!r}")
         self._step, self._done, self._started, self._last = 0, False, True, None
@@ -235,14 +246,14 @@ class DevicePlacementEnv(gym.Env):
         info: dict[str, Any] = {"benchmark": self.graph.name, "n_groups": self.n_groups}
         if self.mode == "improve":
             start = options.get("placement")
-            start = self.task.reference(self.failing_signal)[0] if start is None else self._check_placement(start)
+            start = self._task.reference(self.failing_signal)[0] if start is None else self._check_placement(start)
             self._placement[: self.n_groups] = start
             m, self._last_reward_runtime = self._evaluate(self._placement[: self.n_groups])
             self._last = m
             info.update(self._info(m, self._last_reward_runtime))
         elif self.mode == "sequential" and self.dense_reward:
-            self._placement[: self.n_groups] = self.task.reference(self.failing_signal)[0]
-            self._last_reward_runtime = self._evaluate(self._placement[: self.n_groups], self.task.sim)[1]
+            self._placement[: self.n_groups] = self._task.reference(self.failing_signal)[0]
+            self._last_reward_runtime = self._evaluate(self._placement[: self.n_groups], self._task.sim)[1]
         return self._observation(), info
 
     def _check_placement(self, placement: Any) -> np.ndarray:
@@ -283,7 +294,7 @@ class DevicePlacementEnv(gym.Env):
                 return self._finish(*self._evaluate(self._placement[:n]), baseline=self.dense_reward)
             reward = 0.0
             if self.dense_reward:
-                charged = self._evaluate(self._placement[:n], self.task.sim)[1]
+                charged = self._evaluate(self._placement[:n], self._task.sim)[1]
                 reward = self._reward_of(charged) - self._reward_of(self._last_reward_runtime)
                 self._last_reward_runtime = charged
             return self._observation(), reward, False, False, {"groups_placed": self._step}
@@ -303,7 +314,7 @@ class DevicePlacementEnv(gym.Env):
         oneshot: flat bool vector of length S * D (padding slots allow device 0 only);
         sequential / improve: bool vector of length D for the current group.
         """
-        allowed = self.task.allowed
+        allowed = self._task.allowed
         if self.mode == "oneshot":
             mask = np.zeros((self.slots, self.cluster.n_devices), bool)
             mask[: self.n_groups] = allowed
@@ -317,7 +328,7 @@ class DevicePlacementEnv(gym.Env):
     def _shown(self) -> Measurement:
         if self._last is not None:
             return self._last
-        return self.task.reference(self.failing_signal)[1]
+        return self._task.reference(self.failing_signal)[1]
 
     def render(self):
         if self.render_mode is None:
@@ -330,7 +341,7 @@ class DevicePlacementEnv(gym.Env):
         if self.render_mode == "ansi":
             return ansi_table(self.graph, self.cluster, m)
         if m.ok or m.failure == "oom":  # draw the simulated schedule of the shown placement
-            m = dataclasses.replace(self.task.sim(m.placement, schedule=True), runtime_s=m.runtime_s, ok=m.ok,
+            m = dataclasses.replace(self._task.sim(m.placement, schedule=True), runtime_s=m.runtime_s, ok=m.ok,
                                     failure=m.failure, message=m.message, runtime=m.runtime)
         return gantt_rgb(self.graph, self.cluster, m)
 

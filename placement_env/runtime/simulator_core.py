@@ -1,4 +1,4 @@
-"""The compiled (numba) event loop of the simulated runtime and the heaps it runs on.
+"""The compiled (numba) event loop of the simulated runtime.
 
 :mod:`placement_env.runtime.simulated` documents the model and prepares the arrays;
 :func:`simulate_core` runs one placement, :func:`simulate_many` a batch. They take plain arrays
@@ -13,6 +13,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .heaps import ev_pop, ev_push, int_pop, int_push
+
 __all__ = ["simulate_core", "simulate_many"]
 
 # Event kinds, in the order events of one instant are processed.
@@ -21,93 +23,6 @@ _EV_TRANSFER = 1
 _EV_CONTROL = 2
 _EV_TRANSFER_START = 3  # a queued transfer reaches the head of its link: its copy is allocated
 _TIE_REL = 1e-12  # relative tolerance for simultaneous completions on a shared device
-
-
-# ---------------------------------------------------------------------------------------------
-# Binary heaps on plain arrays (numba-friendly).
-
-
-@njit(cache=True, inline="always")
-def _ev_less(k1, v1, k2, v2):
-    return k1 < k2 or (k1 == k2 and v1 < v2)
-
-
-@njit(cache=True)
-def _ev_push(keys, vals, size, key, val):
-    i = size
-    while i > 0:
-        parent = (i - 1) >> 1
-        if _ev_less(key, val, keys[parent], vals[parent]):
-            keys[i] = keys[parent]
-            vals[i] = vals[parent]
-            i = parent
-        else:
-            break
-    keys[i] = key
-    vals[i] = val
-    return size + 1
-
-
-@njit(cache=True)
-def _ev_pop(keys, vals, size):
-    """Remove the root; returns the new size (caller read keys[0], vals[0] before)."""
-    size -= 1
-    if size == 0:
-        return 0
-    key = keys[size]
-    val = vals[size]
-    i = 0
-    while True:
-        child = 2 * i + 1
-        if child >= size:
-            break
-        if child + 1 < size and _ev_less(keys[child + 1], vals[child + 1], keys[child], vals[child]):
-            child += 1
-        if _ev_less(keys[child], vals[child], key, val):
-            keys[i] = keys[child]
-            vals[i] = vals[child]
-            i = child
-        else:
-            break
-    keys[i] = key
-    vals[i] = val
-    return size
-
-
-@njit(cache=True)
-def _int_push(heap, size, val):
-    i = size
-    while i > 0:
-        parent = (i - 1) >> 1
-        if val < heap[parent]:
-            heap[i] = heap[parent]
-            i = parent
-        else:
-            break
-    heap[i] = val
-    return size + 1
-
-
-@njit(cache=True)
-def _int_pop(heap, size):
-    size -= 1
-    if size == 0:
-        return 0
-    val = heap[size]
-    i = 0
-    while True:
-        child = 2 * i + 1
-        if child >= size:
-            break
-        if child + 1 < size and heap[child + 1] < heap[child]:
-            child += 1
-        if heap[child] < val:
-            heap[i] = heap[child]
-            i = child
-        else:
-            break
-    heap[i] = val
-    return size
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,7 +183,7 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
     for i in range(n):
         if remaining[i] == 0:
             d = dev[i]
-            ready_size[d] = _int_push(ready[d], ready_size[d], i)
+            ready_size[d] = int_push(ready[d], ready_size[d], i)
     cap = n + m + 1
     ev_keys = np.empty(n + 2 * m + 1)
     ev_vals = np.empty(n + 2 * m + 1, np.int64)
@@ -297,7 +212,7 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                 v_time[d] = now
             while free_lanes[d] > 0 and ready_size[d] > 0:
                 i = ready[d, 0]
-                ready_size[d] = _int_pop(ready[d], ready_size[d])
+                ready_size[d] = int_pop(ready[d], ready_size[d])
                 free_lanes[d] -= 1
                 started += 1
                 dur = op_seconds[i, d]
@@ -311,10 +226,10 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                         peak[d] = mem[d]
                     n_notes = _note(record, mem_time, mem_trace, n_notes, now, mem, alloc)
                 if is_shared:
-                    active[d] = _ev_push(act_keys[d], act_vals[d], active[d], v_clock[d] + dur, i)
+                    active[d] = ev_push(act_keys[d], act_vals[d], active[d], v_clock[d] + dur, i)
                 else:
                     busy[d] += dur
-                    n_ev = _ev_push(ev_keys, ev_vals, n_ev, now + dur, _EV_OP * cap + i)
+                    n_ev = ev_push(ev_keys, ev_vals, n_ev, now + dur, _EV_OP * cap + i)
             if is_shared:  # the device's next completion in real time
                 t_done = now + _real_time(act_keys[d, 0] - v_clock[d], active[d], op_share[d])
                 next_done[d] = t_done if t_done > now else now
@@ -332,7 +247,7 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
         while n_ev > 0 and ev_keys[0] == now and ev_vals[0] < cap:
             done[n_done] = ev_vals[0]  # _EV_OP == 0: the value is the op index
             n_done += 1
-            n_ev = _ev_pop(ev_keys, ev_vals, n_ev)
+            n_ev = ev_pop(ev_keys, ev_vals, n_ev)
         for s in range(n_shared):
             d = shared[s]
             if next_done[d] != now:
@@ -343,7 +258,7 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
             while active[d] > 0 and act_keys[d, 0] <= v_last:
                 v_done = act_keys[d, 0]
                 i = act_vals[d, 0]
-                active[d] = _ev_pop(act_keys[d], act_vals[d], active[d])
+                active[d] = ev_pop(act_keys[d], act_vals[d], active[d])
                 k = n_done  # insertion into op index order
                 while k > first and done[k - 1] > i:
                     done[k] = done[k - 1]
@@ -385,9 +300,9 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                 if dj == di:
                     remaining[j] -= 1
                     if remaining[j] == 0:
-                        ready_size[dj] = _int_push(ready[dj], ready_size[dj], j)
+                        ready_size[dj] = int_push(ready[dj], ready_size[dj], j)
                 elif edge_gout[e] < 0:
-                    n_ev = _ev_push(ev_keys, ev_vals, n_ev, now + transfer_overhead + latency[di, dj],
+                    n_ev = ev_push(ev_keys, ev_vals, n_ev, now + transfer_overhead + latency[di, dj],
                                     _EV_CONTROL * cap + e)
             for tid in range(t_ptr[i], t_ptr[i + 1]):
                 dj = t_ddev[tid]
@@ -416,12 +331,12 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                         peak[dj] = mem[dj]
                     n_notes = _note(record, mem_time, mem_trace, n_notes, now, mem, t_bytes[tid])
                 else:
-                    n_ev = _ev_push(ev_keys, ev_vals, n_ev, start, _EV_TRANSFER_START * cap + tid)
-                n_ev = _ev_push(ev_keys, ev_vals, n_ev, end, _EV_TRANSFER * cap + tid)
+                    n_ev = ev_push(ev_keys, ev_vals, n_ev, start, _EV_TRANSFER_START * cap + tid)
+                n_ev = ev_push(ev_keys, ev_vals, n_ev, end, _EV_TRANSFER * cap + tid)
         # the other events of this instant
         while n_ev > 0 and ev_keys[0] == now:
             code = ev_vals[0]
-            n_ev = _ev_pop(ev_keys, ev_vals, n_ev)
+            n_ev = ev_pop(ev_keys, ev_vals, n_ev)
             kind = code // cap
             idx = code - kind * cap
             if kind == _EV_TRANSFER:
@@ -440,7 +355,7 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                     remaining[j] -= 1
                     if remaining[j] == 0:
                         dj = dev[j]
-                        ready_size[dj] = _int_push(ready[dj], ready_size[dj], j)
+                        ready_size[dj] = int_push(ready[dj], ready_size[dj], j)
                     e = e_next[e]
             elif kind == _EV_TRANSFER_START:
                 dj = t_ddev[idx]
@@ -453,7 +368,7 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                 remaining[j] -= 1
                 if remaining[j] == 0:
                     dj = dev[j]
-                    ready_size[dj] = _int_push(ready[dj], ready_size[dj], j)
+                    ready_size[dj] = int_push(ready[dj], ready_size[dj], j)
 
     return (makespan, peak, busy, bytes_moved, started, op_start, op_end,
             t_src[:n_t].copy(), t_out[:n_t].copy(), t_sdev[:n_t].copy(), t_ddev[:n_t].copy(), t_start, t_end,
