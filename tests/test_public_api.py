@@ -1,0 +1,35 @@
+"""Every public name the README uses is importable from where it says, and errors share one base."""
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import placement_env as pe
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+
+
+def test_every_pe_name_in_the_readme_exists():
+    names = sorted(set(re.findall(r"\bpe\.([A-Za-z_][A-Za-z0-9_]*)", README)))
+    assert names, "the README uses no pe.* names"
+    missing = [name for name in names if not hasattr(pe, name)]
+    assert not missing, f"README names pe.{missing} that placement_env does not export"
+
+
+def test_every_module_path_in_the_readme_exists():
+    root = Path(__file__).resolve().parents[1]
+    paths = sorted(set(re.findall(r"`((?:placement_env|agents|baselines|experiments|docs|tests)/[A-Za-z0-9_./]*)`", README)))
+    missing = [path for path in paths if not (root / path).exists()]
+    assert not missing, f"README points to {missing}, which are not in the tree"
+
+
+def test_every_python_m_command_in_the_readme_resolves():
+    for module in sorted(set(re.findall(r"python -m ((?:placement_env|agents|experiments)[A-Za-z0-9_.]*)", README))):
+        assert importlib.util.find_spec(module) is not None, f"README runs python -m {module}, which is not a module"
+
+
+def test_every_public_error_is_a_placement_env_error_and_exported():
+    for name in pe.errors.__all__:
+        error = getattr(pe, name)
+        assert issubclass(error, pe.PlacementEnvError), name
