@@ -22,6 +22,14 @@ from typing import Any, Sequence
 
 import gymnasium as gym
 import numpy as np
+from tqdm import tqdm
+
+from agents.arguments import check_task_arguments, positive_float, positive_int
+from agents.report import baseline_table, curve_references, plot_curve
+from agents.run_files import (BEST_JSON, BEST_PB, CURVE, LOG, TENSORBOARD, TensorBoardLog, atomic_write, export_best,
+                              read_log, run_dir, write_log)
+from placement_env.env.core import MODES
+from placement_env.evaluation import RUNTIMES
 
 ALGORITHMS = ("PPO", "A2C", "MaskablePPO")
 PER_GROUP_FIELDS = ("group_mask", "op_types", "output_shapes", "neighbour_bytes", "compute", "memory", "position",
@@ -204,10 +212,6 @@ def log_rows(result: TrainingResult, previous: Sequence[dict[str, float]] = ()) 
 
 
 def _parser() -> argparse.ArgumentParser:
-    from agents.arguments import positive_float, positive_int
-    from placement_env.env.core import MODES
-    from placement_env.evaluation import RUNTIMES
-
     parser = argparse.ArgumentParser(prog="python -m agents.sb3",
                                      description="Train a Stable-Baselines3 agent on DevicePlacement-v0 and compare "
                                                  "its best placement with the baselines.")
@@ -230,13 +234,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from tqdm import tqdm
-
-    from agents.arguments import check_task_arguments
-    from agents.report import baseline_table, curve_references, plot_curve
-    from agents.run_files import (BEST_JSON, BEST_PB, CURVE, LOG, TENSORBOARD, TensorBoardLog, atomic_write,
-                                  export_best, read_log, run_dir, write_log)
-
     parser = _parser()
     args = parser.parse_args(argv)
     check_task_arguments(parser, args)

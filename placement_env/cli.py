@@ -5,8 +5,10 @@ import argparse
 import os
 import sys
 from collections import Counter
+from datetime import date
 
 import numpy as np
+from tqdm import tqdm
 
 from .benchmarks import load_benchmark
 from .cluster import load_cluster, preset_names
@@ -107,10 +109,6 @@ def _calibrate(args: argparse.Namespace) -> None:
 
 
 def _fit_paper_machine(args: argparse.Namespace) -> None:
-    from datetime import date
-
-    from tqdm import tqdm
-
     from .calibration import paper_machine
     from .cluster.k80 import DEFAULT_PARAMETERS, k80_machine
     from .problem import Problem, solve

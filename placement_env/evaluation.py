@@ -24,6 +24,7 @@ from .costs import lower_bound as _lower_bound
 from .derived import DERIVED
 from .opgraph import OpGraph
 from .placement import Measurement, check_placement
+from .runtime.measured import MeasuredRuntime
 from .runtime.simulated import plan_for
 
 RUNTIMES = ("sim", "grappler", "measured")
@@ -50,8 +51,6 @@ def costs_for(graph: OpGraph, cluster: Cluster) -> OpCosts:
 
 def _shared_measured_runtime(cluster: Cluster) -> Any:
     """The MeasuredRuntime that ``evaluate(..., runtime="measured")`` keeps per cluster description."""
-    from .runtime.measured import MeasuredRuntime
-
     return DERIVED.get("measured_runtime", key=cluster.to_json(), build=lambda: MeasuredRuntime(cluster))
 
 
@@ -98,8 +97,6 @@ class Evaluator:
 
     def _measured_runtime(self) -> Any:
         if self._measured is None:
-            from .runtime.measured import MeasuredRuntime
-
             self._measured = MeasuredRuntime(self.cluster, **self._measured_options)
         return self._measured
 

@@ -35,6 +35,7 @@ from ..cluster import Cluster
 from ..costs import OpCosts, analytical_costs
 from ..opgraph import OpGraph
 from ..placement import random_placements
+from ..runtime.measured import MeasuredRuntime
 from .calibrated import calibrated_cluster
 from .fit import FitResult, fit_simulator, simulated_runtimes, with_link
 from .profiles import measured_costs
@@ -75,8 +76,6 @@ def calibrate(graph: OpGraph, cluster: Cluster, *, n_placements: int = 30, seed:
     are excluded from the fit and counted in ``failures``. ``folds``: K for the held-out fidelity
     (0: none). ``callback(k, measurement)``: called after every measurement of placement ``k``.
     """
-    from ..runtime.measured import MeasuredRuntime
-
     begin = time.perf_counter()
     if placements is None:
         placements = random_placements(graph, cluster, n_placements, seed, spread=spread)

@@ -15,10 +15,12 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import minimize
 
 from ..cluster import Cluster
 from ..costs import op_type_key
 from ..opgraph import OpGraph
+from ..runtime.simulated import SimulationPlan
 
 __all__ = ["FitResult", "device_types", "fit_simulator", "fitted_costs", "predicted_runtimes",
            "simulated_runtimes", "with_link"]
@@ -49,8 +51,6 @@ def with_link(cluster: Cluster, bandwidth: float, latency: float) -> Cluster:
 
 def simulated_runtimes(graph: OpGraph, cluster: Cluster, op_seconds: np.ndarray, placements: np.ndarray) -> np.ndarray:
     """Simulated step time per placement (nan where the simulator reports a failure)."""
-    from ..runtime.simulated import SimulationPlan
-
     results = SimulationPlan(graph, cluster, op_seconds).run_batch(np.asarray(placements, dtype=np.int64))
     return np.array([m.runtime_s if m.ok else np.nan for m in results], dtype=np.float64)
 
@@ -166,8 +166,6 @@ class _Objective:
 
 def _nelder_mead(objective: _Objective, x: np.ndarray, step: float, max_evaluations: int) -> tuple[np.ndarray, float]:
     """Nelder-Mead from ``x`` with an initial simplex ``step`` along each axis: (best x, its loss)."""
-    from scipy.optimize import minimize
-
     simplex = np.vstack([x] + [x + step * np.eye(x.size)[i] for i in range(x.size)])
     result = minimize(objective, x, method="Nelder-Mead",
                       options={"maxfev": max_evaluations, "xatol": 1e-3, "fatol": 1e-7, "initial_simplex": simplex})

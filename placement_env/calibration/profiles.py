@@ -14,6 +14,7 @@ from ..cluster import Cluster
 from ..costs import OpCosts, op_type_key
 from ..opgraph import OpGraph
 from ..placement import single_device
+from ..runtime.measured import MeasuredRuntime
 
 __all__ = ["measured_costs"]
 
@@ -38,8 +39,6 @@ def measured_costs(graph: OpGraph, cluster: Cluster, *, runtime: Any = None, ste
     are ignored. ``runtime``: a MeasuredRuntime to profile with (default: a new one, closed at
     the end).
     """
-    from ..runtime.measured import MeasuredRuntime
-
     own = runtime is None
     rt = MeasuredRuntime(cluster, steps=4, warmup=2) if own else runtime
     try:

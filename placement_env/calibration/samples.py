@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from ..opgraph import OpGraph
 
@@ -37,8 +38,6 @@ def measure_placements(graph: OpGraph, placements: np.ndarray, runtime: Any, *, 
     included). A measurement counts when it is ok with a finite, positive step time; otherwise its
     ``failure`` (or ``"error"``), or the class name of what it raised, is counted in ``failures``.
     """
-    from tqdm.auto import tqdm
-
     measured = np.full(len(placements), np.nan)
     failures: dict[str, int] = {}
     bar = tqdm(placements, desc=desc, unit="placement", disable=not progress)

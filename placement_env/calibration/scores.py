@@ -9,14 +9,13 @@ from __future__ import annotations
 from typing import Callable
 
 import numpy as np
+from scipy.stats import spearmanr
 
 __all__ = ["fidelity", "kfold_predictions"]
 
 
 def fidelity(simulated: np.ndarray, measured: np.ndarray) -> dict[str, float]:
     """Spearman rank correlation, MAPE (mean |sim - meas| / meas) and RMS log-ratio, over finite pairs."""
-    from scipy.stats import spearmanr
-
     sim, meas = np.asarray(simulated, float), np.asarray(measured, float)
     keep = np.isfinite(sim) & np.isfinite(meas) & (meas > 0) & (sim > 0)
     sim, meas = sim[keep], meas[keep]
