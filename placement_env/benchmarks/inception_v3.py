@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from .sizes import INCEPTION_V3_BLOCKS as BLOCKS
+from .sizes import INCEPTION_V3_BLOCKS as BLOCKS  # noqa: F401 (the module's block order)
 from .sizes import INCEPTION_V3_PAPER as PAPER, INCEPTION_V3_TINY as TINY  # noqa: F401 (the module's sizes)
 from . import common
 
