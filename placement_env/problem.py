@@ -59,6 +59,10 @@ class Problem:
     rng: np.random.Generator = field(default_factory=lambda: np.random.default_rng(0))
     evaluations: int = 0
     best: Measurement | None = None  # the fastest successful evaluation so far
+    # Anytime record: (evaluations so far, best runtime s, seconds since the method started) each
+    # time the best improves; ``solve`` restarts the clock when it hands the problem to a method.
+    improvements: list[tuple[int, float, float]] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
 
     @classmethod
     def make(cls, graph: OpGraph, cluster: Cluster, *, runtime: str = "sim", benchmark: str = "",
@@ -95,6 +99,7 @@ class Problem:
         m = self.evaluator(placement)
         if m.ok and (self.best is None or m.runtime_s < self.best.runtime_s):
             self.best = m
+            self.improvements.append((self.evaluations, float(m.runtime_s), time.perf_counter() - self.started))
         return m
 
 
@@ -106,6 +111,7 @@ class Solution:
     placement: np.ndarray
     evaluations: int
     wall_s: float
+    improvements: tuple[tuple[int, float, float], ...] = ()  # see Problem.improvements
 
 
 Method = Callable[[Problem], Any]
@@ -133,7 +139,7 @@ def solve(method: Method | str, problem: Problem, name: str | None = None) -> So
     """Run ``method`` on ``problem``; if it spends its budget, the best placement evaluated so far counts."""
     label = name or (method if isinstance(method, str) else getattr(method, "__name__", repr(method)))
     function = resolve_method(method) if isinstance(method, str) else method
-    start = time.perf_counter()
+    start = problem.started = time.perf_counter()
     try:
         placement = function(problem)
     except BudgetExhausted:
@@ -142,4 +148,5 @@ def solve(method: Method | str, problem: Problem, name: str | None = None) -> So
         placement = problem.best.placement
     wall = time.perf_counter() - start
     checked = check_placement(problem.graph, problem.cluster, placement)
-    return Solution(method=label, placement=np.array(checked), evaluations=problem.evaluations, wall_s=wall)
+    return Solution(method=label, placement=np.array(checked), evaluations=problem.evaluations, wall_s=wall,
+                    improvements=tuple(problem.improvements))

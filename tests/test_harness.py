@@ -74,6 +74,39 @@ def test_report_table_and_plots(results, tmp_path):
     assert f"{min(r['runtime_s'] for r in rows):.3g} (thirdparty_agent:place); mean {mean:.3g} over 2 seeds" in text
     assert (tmp_path / "report" / "bars.png").stat().st_size > 10_000
     assert len(list((tmp_path / "report").glob("gantt-*.png"))) == 3
+    assert "## Methods at equal budgets" in text and "| random_search | 10 | 2 |" in text
+    assert (tmp_path / "report" / "anytime.png").stat().st_size > 10_000
+
+
+def test_rows_keep_the_anytime_record_of_searching_methods(results):
+    for row in read_rows(results):
+        trace = row["anytime"]
+        if row["evaluations"] == 0:
+            assert trace == []
+            continue
+        evaluations, runtimes = [t[0] for t in trace], [t[1] for t in trace]
+        assert evaluations == sorted(evaluations) and evaluations[-1] <= row["evaluations"] <= row["budget"]
+        assert runtimes == sorted(runtimes, reverse=True)  # each entry is an improvement
+        if row["ok"]:
+            assert runtimes[-1] <= row["runtime_s"] * (1 + 1e-12) or row["method"] == "thirdparty_agent:place"
+
+
+def test_leaderboard_groups_by_budget_and_counts_evaluations_to_beat_the_expert():
+    from placement_env.harness.leaderboard import evaluations_to_beat, leaderboard_table
+
+    def row(method, seed, budget, runtime, evaluations, anytime):
+        return {"task": "t", "method": method, "seed": seed, "budget": budget, "runtime_s": runtime, "ok": True,
+                "evaluations": evaluations, "wall_s": 1.0, "lower_bound_s": 0.5, "anytime": anytime}
+
+    rows = [row("expert", 0, 100, 2.0, 0, []),
+            row("sa", 0, 100, 1.5, 100, [[1, 3.0, 0.1], [40, 1.9, 0.5], [90, 1.5, 0.9]]),
+            row("sa", 1, 100, 1.7, 100, [[1, 3.0, 0.1], [60, 1.7, 0.6]]),
+            row("sa", 0, 1000, 1.2, 1000, [[1, 3.0, 0.1], [10, 1.2, 0.2]])]
+    assert evaluations_to_beat(rows[1], 2.0) == 40 and evaluations_to_beat(rows[1], 1.0) is None
+    table = leaderboard_table(rows)
+    assert "| t | expert | heuristic | 1 | 2 (2-2) | +0.0% |" in table
+    assert "| t | sa | 100 | 2 | 1.6 (1.5-1.7) | +20.0% | 100 | 1 | 50 (2/2) |" in table
+    assert "| t | sa | 1,000 | 1 | 1.2 (1.2-1.2) | +40.0% | 1,000 | 1 | 10 (1/1) |" in table
 
 
 def test_method_errors_are_recorded_and_the_run_goes_on(tmp_path):

@@ -17,6 +17,7 @@ import numpy as np
 from ..benchmarks import load_benchmark
 from ..cluster import load_cluster
 from ..evaluation import Evaluator
+from .leaderboard import anytime_chart, leaderboard_table
 from .results import read_rows
 
 BASELINE_COLUMNS = (("single_cpu", "1 CPU"), ("single_gpu", "1 GPU"), ("scotch", "Scotch"), ("mincut", "MinCut"),
@@ -118,8 +119,9 @@ def bar_chart(rows: list[dict[str, Any]], path: str | os.PathLike) -> Path:
 
 
 def write_report(results: str | os.PathLike, out_dir: str | os.PathLike, *, gantt: bool = True) -> Path:
-    """``report.md`` (the table), ``bars.png`` and, for simulated rows, a Gantt chart of each task's
-    best placement (``gantt-<task>.png``) under ``out_dir``; returns the markdown path."""
+    """``report.md`` (the table, and for searching methods the leaderboard at equal budgets), ``bars.png``,
+    ``anytime.png`` (best-so-far curves) and, for simulated rows, a Gantt chart of each task's best
+    placement (``gantt-<task>.png``) under ``out_dir``; returns the markdown path."""
     from ..render.gantt import save_gantt  # matplotlib, only when a report is written
 
     rows = read_rows(results)
@@ -131,6 +133,10 @@ def write_report(results: str | os.PathLike, out_dir: str | os.PathLike, *, gant
     bar_chart(rows, out / "bars.png")
     lines = [f"# Results: {results}", "", "Step time in seconds (best over seeds; lower is better).", "", table, "",
              "![best runtime per method](bars.png)", ""]
+    if any(row.get("anytime") for row in rows):
+        anytime_chart(rows, out / "anytime.png")
+        lines += ["## Methods at equal budgets", "", leaderboard_table(rows), "",
+                  "![best-so-far against evaluations and wall time](anytime.png)", ""]
     if gantt:
         for task, info in summarise(rows).items():
             best = info["agent"] or info["best_baseline"]

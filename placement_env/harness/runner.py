@@ -35,7 +35,8 @@ def _method_names(methods: Sequence[str]) -> list[str]:
 
 
 def _row(suite: str, task: Task, method: str, seed: int, budget: int, placement: list[int], m: Measurement | None,
-         evaluations: int, wall_s: float, lower_bound_s: float, failure: str = "", message: str = "") -> dict[str, Any]:
+         evaluations: int, wall_s: float, lower_bound_s: float, failure: str = "", message: str = "",
+         anytime: tuple = ()) -> dict[str, Any]:
     ok = m is not None and m.ok
     runtime_s = float(m.runtime_s) if m is not None and math.isfinite(m.runtime_s) else None
     return {
@@ -44,6 +45,8 @@ def _row(suite: str, task: Task, method: str, seed: int, budget: int, placement:
         "runtime_s": runtime_s, "ok": ok, "failure": failure or (m.failure if m is not None else ""),
         "message": message or (m.message if m is not None else ""), "evaluations": evaluations,
         "wall_s": wall_s, "lower_bound_s": lower_bound_s, "versions": versions(),
+        # best-so-far after each improvement: [evaluations, runtime s, wall s since the method started]
+        "anytime": [[int(e), float(r), round(float(w), 4)] for e, r, w in anytime],
     }
 
 
@@ -78,7 +81,7 @@ def run_suite(suite: str, methods: Sequence[str], results: str | os.PathLike, *,
         else:
             m = evaluator(solution.placement)
             row = _row(suite, task, name, seed, budget, solution.placement.tolist(), m, solution.evaluations,
-                       solution.wall_s, evaluator.lower_bound())
+                       solution.wall_s, evaluator.lower_bound(), anytime=solution.improvements)
         append_row(results, row)
         written.append(row)
     for evaluator in evaluators.values():

@@ -1,0 +1,168 @@
+"""Methods compared at equal budgets: the leaderboard table and the anytime curves of a results file.
+
+A method *searches* when it spent runtime evaluations (``evaluations > 0``); heuristics that spend
+none keep rows of their own. For every (task, searching method, budget) the table gives the mean
+and range of the best runtime over seeds, the evaluations and wall time spent, and the median
+number of evaluations after which the method was faster than the expert placement (from the
+row's ``anytime`` record: the best-so-far after each improvement). The chart draws best-so-far
+against evaluations and against wall time per task, with the expert, the best zero-budget
+heuristic and the lower bound as lines.
+"""
+from __future__ import annotations
+
+import math
+import os
+import warnings
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HEURISTIC_BUDGET = 0  # a row that spent this many evaluations is a heuristic, not a search
+
+
+def _ok(row: dict[str, Any]) -> bool:
+    return bool(row["ok"]) and isinstance(row["runtime_s"], (int, float))
+
+
+def _searches(row: dict[str, Any]) -> bool:
+    return int(row.get("evaluations", 0)) > HEURISTIC_BUDGET
+
+
+def references(rows: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
+    """Per task: the expert's runtime, the best zero-budget heuristic's, and the lower bound."""
+    out: dict[str, dict[str, float | None]] = {}
+    for row in rows:
+        entry = out.setdefault(row["task"], {"expert": None, "best_heuristic": None, "lower_bound": None})
+        entry["lower_bound"] = row["lower_bound_s"]
+        if _searches(row) or not _ok(row):
+            continue
+        runtime = float(row["runtime_s"])
+        if row["method"] == "expert":
+            entry["expert"] = runtime if entry["expert"] is None else min(entry["expert"], runtime)
+        if entry["best_heuristic"] is None or runtime < entry["best_heuristic"]:
+            entry["best_heuristic"] = runtime
+    return out
+
+
+def evaluations_to_beat(row: dict[str, Any], target: float | None) -> int | None:
+    """The evaluations after which the row's best was first below ``target`` (None: never, or unknown)."""
+    if target is None:
+        return None
+    for evaluations, runtime, _ in row.get("anytime", []):
+        if runtime < target:
+            return int(evaluations)
+    return None
+
+
+def leaderboard_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per (task, method, budget) of searching rows, plus one per zero-budget heuristic."""
+    refs = references(rows)
+    groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        budget = row["budget"] if _searches(row) else HEURISTIC_BUDGET
+        groups[(row["task"], row["method"], budget)].append(row)
+    entries = []
+    for (task, method, budget), members in groups.items():
+        runtimes = [float(r["runtime_s"]) for r in members if _ok(r)]
+        beaten = [evaluations_to_beat(r, refs[task]["expert"]) for r in members]
+        beaten_known = [b for b in beaten if b is not None]
+        entries.append({
+            "task": task, "method": method, "budget": budget, "seeds": len(members),
+            "mean": float(np.mean(runtimes)) if runtimes else None,
+            "min": min(runtimes) if runtimes else None, "max": max(runtimes) if runtimes else None,
+            "failed": len(members) - len(runtimes),
+            "evaluations": float(np.mean([r["evaluations"] for r in members])),
+            "wall_s": float(np.mean([r["wall_s"] for r in members])),
+            "to_beat_expert": (int(np.median(beaten_known)), len(beaten_known)) if beaten_known else None,
+        })
+    entries.sort(key=lambda e: (e["task"], e["budget"], math.inf if e["mean"] is None else e["mean"]))
+    return entries
+
+
+def leaderboard_table(rows: list[dict[str, Any]]) -> str:
+    """Markdown: per task, the heuristics, then every searching method by budget, fastest first."""
+    refs = references(rows)
+    header = ["task", "method", "budget", "seeds", "best runtime: mean (range)", "vs expert", "evaluations",
+              "wall s", "evaluations to beat the expert (median, seeds that did)"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for entry in leaderboard_rows(rows):
+        expert = refs[entry["task"]]["expert"]
+        if entry["mean"] is None:
+            runtime, versus = f"failed ({entry['failed']})", "-"
+        else:
+            runtime = f"{entry['mean']:.4g} ({entry['min']:.4g}-{entry['max']:.4g})"
+            versus = "-" if expert is None else f"{(expert - entry['mean']) / expert:+.1%}"
+        beat = entry["to_beat_expert"]
+        beat_cell = "-" if entry["budget"] == HEURISTIC_BUDGET else (
+            "never" if beat is None else f"{beat[0]:,} ({beat[1]}/{entry['seeds']})")
+        budget = "heuristic" if entry["budget"] == HEURISTIC_BUDGET else f"{entry['budget']:,}"
+        lines.append("| " + " | ".join([entry["task"], entry["method"], budget, str(entry["seeds"]), runtime, versus,
+                                        f"{entry['evaluations']:,.0f}", f"{entry['wall_s']:.3g}", beat_cell]) + " |")
+    return "\n".join(lines)
+
+
+def anytime_chart(rows: list[dict[str, Any]], path: str | os.PathLike, *, budget: int | None = None) -> Path:
+    """Best-so-far per task against evaluations (left) and wall time (right), one line per method
+    (the median over seeds) at ``budget`` (default: each method's largest)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    refs = references(rows)
+    curves = _curves(rows, budget)
+    tasks = list(curves)
+    figure = Figure(figsize=(12, 3.4 * max(1, len(tasks))), dpi=100)
+    FigureCanvasAgg(figure)
+    for k, task in enumerate(tasks):
+        for column, axis in enumerate(("evaluations", "wall time (s)")):
+            axes = figure.add_subplot(len(tasks), 2, 2 * k + column + 1)
+            for method, by_axis in sorted(curves[task].items()):
+                grid, best = by_axis[column]
+                axes.step(grid, best, where="post", label=method, linewidth=1.2)
+            for name, style in (("expert", "k--"), ("best_heuristic", "k:"), ("lower_bound", "k-.")):
+                if refs[task][name] is not None:
+                    axes.axhline(refs[task][name], color=style[0], linestyle=style[1:], linewidth=0.8,
+                                 label=name.replace("_", " "))
+            axes.set_xscale("log")
+            axes.set_xlabel(axis)
+            axes.set_ylabel("best step time (s)")
+            axes.set_title(task, fontsize=10)
+            if column == 1:
+                axes.legend(fontsize=6, loc="upper right")
+    figure.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path)
+    return path
+
+
+def _curves(rows: list[dict[str, Any]], budget: int | None) -> dict[str, dict[str, tuple]]:
+    """{task: {method: ((evaluation grid, median best-so-far), (wall grid, median best-so-far))}}."""
+    by_key: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        if _searches(row) and row.get("anytime"):
+            by_key[(row["task"], row["method"])].append(row)
+    out: dict[str, dict[str, tuple]] = defaultdict(dict)
+    for (task, method), members in by_key.items():
+        top = max(r["budget"] for r in members) if budget is None else budget
+        traces = [np.asarray(r["anytime"], dtype=np.float64) for r in members if r["budget"] == top]
+        if not traces:
+            continue
+        curves = []
+        for column in (0, 2):  # evaluations, wall seconds
+            end = max(trace[-1, column] for trace in traces)
+            start = max(min(trace[0, column] for trace in traces), 1e-4)
+            grid = np.geomspace(start, max(end, start * 1.01), 200)
+            values = np.array([_best_so_far(trace, column, grid) for trace in traces])
+            with warnings.catch_warnings():  # grid points before any seed's first success stay NaN
+                warnings.simplefilter("ignore", RuntimeWarning)
+                curves.append((grid, np.nanmedian(values, axis=0)))
+        out[task][method] = tuple(curves)
+    return out
+
+
+def _best_so_far(trace: np.ndarray, column: int, grid: np.ndarray) -> np.ndarray:
+    """The trace's best runtime at each point of ``grid`` (NaN before its first success)."""
+    index = np.searchsorted(trace[:, column], grid, side="right") - 1
+    return np.where(index >= 0, trace[np.maximum(index, 0), 1], np.nan)
