@@ -27,17 +27,23 @@ def single_gpu(problem: Problem) -> np.ndarray:
     return single_device(problem.graph, problem.cluster, _first_of_kind(problem, "GPU"))
 
 
+def random_candidates(problem: Problem, n: int) -> np.ndarray:
+    """``n`` random placements [n, n_groups] from ``problem.rng``: the first ``n - n // 2`` uniform per group,
+    the rest with Dirichlet device weights (lopsided to even); every group on an allowed device."""
+    return np.concatenate([
+        random_placements(problem.graph, problem.cluster, n - n // 2, problem.rng),
+        random_placements(problem.graph, problem.cluster, n // 2, problem.rng, spread="dirichlet"),
+    ])
+
+
 def random_search(problem: Problem) -> np.ndarray:
-    """The fastest of ``budget`` random placements (100 when the budget is unlimited), half drawn
-    uniformly per group and half with Dirichlet device weights (lopsided to even)."""
+    """The fastest of ``budget`` random placements (100 when the budget is unlimited), drawn by
+    :func:`random_candidates`."""
     n = RANDOM_SEARCH_DEFAULT_BUDGET if problem.budget is None else problem.budget_left
     n = int(n)
     if n < 1:
         raise ValueError("random_search needs a budget of at least one evaluation")
-    candidates = np.concatenate([
-        random_placements(problem.graph, problem.cluster, n - n // 2, problem.rng),
-        random_placements(problem.graph, problem.cluster, n // 2, problem.rng, spread="dirichlet"),
-    ])
+    candidates = random_candidates(problem, n)
     best, best_runtime = candidates[0], float("inf")
     for placement in candidates:
         m = problem.evaluate(placement)

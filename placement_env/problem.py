@@ -38,6 +38,14 @@ METHODS: dict[str, str] = {
     "heft": "baselines.list_scheduling:heft",
     "m_topo": "baselines.list_scheduling:m_topo",
     "m_etf": "baselines.list_scheduling:m_etf",
+    "hill_climbing": "baselines.local_search:hill_climbing",
+    "simulated_annealing": "baselines.local_search:simulated_annealing",
+    "cross_entropy": "baselines.population_search:cross_entropy",
+    "brkga": "baselines.population_search:brkga",
+    "hill_climbing_warm": "baselines.local_search:hill_climbing_warm",
+    "simulated_annealing_warm": "baselines.local_search:simulated_annealing_warm",
+    "cross_entropy_warm": "baselines.population_search:cross_entropy_warm",
+    "brkga_warm": "baselines.population_search:brkga_warm",
 }
 
 
