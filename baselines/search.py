@@ -30,13 +30,13 @@ from typing import Iterator
 import numpy as np
 
 from placement_env.placement import check_placement, single_device
-from placement_env.problem import Problem, resolve_method
+from placement_env.problem import ZERO_BUDGET_HEURISTICS, Problem, resolve_method
 
 __all__ = ["STARTS", "HEURISTICS", "PROPOSALS_PER_EVALUATION", "Scores", "Moves", "check_start", "search_budget",
            "single_device_start", "heuristic_start", "start_placement"]
 
 STARTS = ("scratch", "best_heuristic")
-HEURISTICS = ("expert", "mincut", "metis", "scotch", "heft", "m_topo", "m_etf")
+HEURISTICS = ZERO_BUDGET_HEURISTICS
 PROPOSALS_PER_EVALUATION = 50
 
 

@@ -47,6 +47,7 @@ _LAZY = {
     "solve": "placement_env.problem",
     "resolve_method": "placement_env.problem",
     "METHODS": "placement_env.problem",
+    "ZERO_BUDGET_HEURISTICS": "placement_env.problem",
     "apply_placement": "placement_env.tf_import.export",
     "export_placed_graph": "placement_env.tf_import.export",
 }

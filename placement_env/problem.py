@@ -48,6 +48,10 @@ METHODS: dict[str, str] = {
     "brkga_warm": "baselines.population_search:brkga_warm",
 }
 
+# The built-in methods that spend no runtime evaluation (they read the graph and the cost model):
+# what warm-started searches and agents start from.
+ZERO_BUDGET_HEURISTICS: tuple[str, ...] = ("expert", "mincut", "metis", "scotch", "heft", "m_topo", "m_etf")
+
 
 @dataclass
 class Problem:

@@ -6,11 +6,11 @@ from typing import Any
 
 import numpy as np
 
-from placement_env import Problem, solve
+from placement_env import ZERO_BUDGET_HEURISTICS, Problem, solve
 
 from .trainer import EvaluateBatch, Trainer
 
-WARM_START_CANDIDATES = ("expert", "mincut", "metis", "scotch", "heft", "m_topo", "m_etf")
+WARM_START_CANDIDATES = ZERO_BUDGET_HEURISTICS
 
 
 def warm_start(trainer: Trainer, problem: Problem, evaluate_batch: EvaluateBatch) -> dict[str, Any]:

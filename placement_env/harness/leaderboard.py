@@ -66,8 +66,8 @@ def leaderboard_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     entries = []
     for (task, method, budget), members in groups.items():
         runtimes = [float(r["runtime_s"]) for r in members if _ok(r)]
-        beaten = [evaluations_to_beat(r, refs[task]["expert"]) for r in members]
-        beaten_known = [b for b in beaten if b is not None]
+        recorded = [r for r in members if "anytime" in r]  # rows from before anytime records have none
+        beaten_known = [b for b in (evaluations_to_beat(r, refs[task]["expert"]) for r in recorded) if b is not None]
         entries.append({
             "task": task, "method": method, "budget": budget, "seeds": len(members),
             "mean": float(np.mean(runtimes)) if runtimes else None,
@@ -76,6 +76,7 @@ def leaderboard_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "evaluations": float(np.mean([r["evaluations"] for r in members])),
             "wall_s": float(np.mean([r["wall_s"] for r in members])),
             "to_beat_expert": (int(np.median(beaten_known)), len(beaten_known)) if beaten_known else None,
+            "recorded": len(recorded),
         })
     entries.sort(key=lambda e: (e["task"], e["budget"], math.inf if e["mean"] is None else e["mean"]))
     return entries
@@ -95,8 +96,10 @@ def leaderboard_table(rows: list[dict[str, Any]]) -> str:
             runtime = f"{entry['mean']:.4g} ({entry['min']:.4g}-{entry['max']:.4g})"
             versus = "-" if expert is None else f"{(expert - entry['mean']) / expert:+.1%}"
         beat = entry["to_beat_expert"]
-        beat_cell = "-" if entry["budget"] == HEURISTIC_BUDGET else (
-            "never" if beat is None else f"{beat[0]:,} ({beat[1]}/{entry['seeds']})")
+        if entry["budget"] == HEURISTIC_BUDGET or not entry["recorded"]:
+            beat_cell = "-"
+        else:
+            beat_cell = "never" if beat is None else f"{beat[0]:,} ({beat[1]}/{entry['recorded']})"
         budget = "heuristic" if entry["budget"] == HEURISTIC_BUDGET else f"{entry['budget']:,}"
         lines.append("| " + " | ".join([entry["task"], entry["method"], budget, str(entry["seeds"]), runtime, versus,
                                         f"{entry['evaluations']:,.0f}", f"{entry['wall_s']:.3g}", beat_cell]) + " |")

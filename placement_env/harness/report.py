@@ -17,6 +17,7 @@ import numpy as np
 from ..benchmarks import load_benchmark
 from ..cluster import load_cluster
 from ..evaluation import Evaluator
+from ..problem import METHODS
 from .leaderboard import anytime_chart, leaderboard_table
 from .results import read_rows
 
@@ -43,7 +44,7 @@ def _cell(row: dict[str, Any] | None) -> str:
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """{task: {"best": best row per method, "agent": best non-baseline row, "agent_runtimes": that method's
     successful runtimes over seeds, ...}} in file order."""
-    builtin = {name for name, _ in BASELINE_COLUMNS}
+    builtin = set(METHODS)  # every built-in method is a baseline; anything else is an agent
     tasks: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for row in rows:
         tasks.setdefault(row["task"], {}).setdefault(row["method"], []).append(row)

@@ -25,8 +25,9 @@ def versions() -> dict[str, str]:
 
 
 def row_key(row: dict[str, Any]) -> tuple:
-    """What makes a row unique in a results file: (suite, task, method, seed)."""
-    return (row["suite"], row["task"], row["method"], row["seed"])
+    """What makes a row unique in a results file: (suite, task, method, seed, budget), so one file can
+    hold a method at several budgets."""
+    return (row["suite"], row["task"], row["method"], row["seed"], row["budget"])
 
 
 def check_row(row: Any, where: str) -> dict[str, Any]:

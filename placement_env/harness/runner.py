@@ -60,7 +60,7 @@ def run_suite(suite: str, methods: Sequence[str], results: str | os.PathLike, *,
     drop_torn_tail(results)
     done = finished_keys(read_rows(results))
     todo = [(task, name, seed) for task in tasks for name in names for seed in seeds
-            if (suite, task.name, name, seed) not in done]
+            if (suite, task.name, name, seed, budget) not in done]
     written = []
     evaluators: dict[str, Evaluator] = {}
     bar = tqdm(todo, desc=f"suite {suite}", unit="run", disable=not progress)
