@@ -92,7 +92,7 @@ def test_rows_keep_the_anytime_record_of_searching_methods(results):
 
 
 def test_leaderboard_groups_by_budget_and_counts_evaluations_to_beat_the_expert():
-    from placement_env.harness.leaderboard import evaluations_to_beat, leaderboard_table
+    from placement_env.harness.leaderboard import budget_pivot, evaluations_to_beat, leaderboard_table
 
     def row(method, seed, budget, runtime, evaluations, anytime):
         return {"task": "t", "method": method, "seed": seed, "budget": budget, "runtime_s": runtime, "ok": True,
@@ -107,6 +107,8 @@ def test_leaderboard_groups_by_budget_and_counts_evaluations_to_beat_the_expert(
     assert "| t | expert | heuristic | 1 | 2 (2-2) | +0.0% |" in table
     assert "| t | sa | 100 | 2 | 1.6 (1.5-1.7) | +20.0% | 100 | 1 | 50 (2/2) |" in table
     assert "| t | sa | 1,000 | 1 | 1.2 (1.2-1.2) | +40.0% | 1,000 | 1 | 10 (1/1) |" in table
+    pivot = budget_pivot(rows, ["sa"], [100, 1000])
+    assert "| t | 2 | 1.6 (2) | **1.2 (1)** |" in pivot
 
 
 def test_method_errors_are_recorded_and_the_run_goes_on(tmp_path):

@@ -169,3 +169,26 @@ def _best_so_far(trace: np.ndarray, column: int, grid: np.ndarray) -> np.ndarray
     """The trace's best runtime at each point of ``grid`` (NaN before its first success)."""
     index = np.searchsorted(trace[:, column], grid, side="right") - 1
     return np.where(index >= 0, trace[np.maximum(index, 0), 1], np.nan)
+
+
+def budget_pivot(rows: list[dict[str, Any]], methods: list[str], budgets: list[int]) -> str:
+    """Markdown, one row per task: the best zero-budget heuristic, then each of ``methods`` at each of
+    ``budgets`` as the mean best runtime over seeds (and the number of seeds); the fastest mean in bold."""
+    refs = references(rows)
+    cells: dict[tuple[str, str, int], dict[str, Any]] = {
+        (e["task"], e["method"], e["budget"]): e for e in leaderboard_rows(rows)}
+    columns = [(m, b) for b in budgets for m in methods]
+    header = ["task", "best heuristic", *(f"{m} @ {b:,}" for m, b in columns)]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for task in refs:
+        means = {c: cells[(task, *c)]["mean"] for c in columns if (task, *c) in cells and cells[(task, *c)]["mean"]}
+        fastest = min(means.values(), default=None)
+        row = [task, "-" if refs[task]["best_heuristic"] is None else f"{refs[task]['best_heuristic']:.4g}"]
+        for column in columns:
+            if column not in means:
+                row.append("-")
+                continue
+            text = f"{means[column]:.4g} ({cells[(task, *column)]['seeds']})"
+            row.append(f"**{text}**" if means[column] == fastest else text)
+        lines.append("| " + " | ".join(row) + " |")
+    return "\n".join(lines)
