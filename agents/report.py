@@ -1,5 +1,6 @@
 """What an agent's command line shows at the end of a run: the learning-curve plot, and the table of its
-best runtime against every baseline and the lower bound (with the reference lines the plot takes from it)."""
+best runtime against every zero-budget baseline, the search baselines at the agent's own evaluation
+budget, and the lower bound (with the reference lines the plot takes from it)."""
 from __future__ import annotations
 
 import io
@@ -7,9 +8,14 @@ import math
 from pathlib import Path
 from typing import Sequence
 
+from tqdm import tqdm
+
 from agents.run_files import atomic_write
+from placement_env import Problem, load_benchmark, load_cluster, solve
 
 BASELINE_METHODS = ("single_cpu", "single_gpu", "expert", "scotch", "mincut", "metis", "heft", "m_topo", "m_etf")
+# Plain search from the best heuristic, given the evaluations the agent spent (the fair comparison).
+SEARCH_METHODS = ("hill_climbing_warm", "simulated_annealing_warm", "cross_entropy_warm", "brkga_warm")
 
 
 def plot_curve(path: Path, history: Sequence[dict[str, float]], *, title: str = "",
@@ -47,17 +53,18 @@ def plot_curve(path: Path, history: Sequence[dict[str, float]], *, title: str = 
     atomic_write(path, lambda handle: handle.write(buffer.getvalue()), binary=True)
 
 
-def baseline_runtimes(benchmark: str, cluster: str, runtime: str, methods: Sequence[str] = BASELINE_METHODS
+def baseline_runtimes(benchmark: str, cluster: str, runtime: str, methods: Sequence[str] = BASELINE_METHODS,
+                      budgets: dict[str, int] | None = None, progress: bool = False
                       ) -> tuple[dict[str, float | None], dict[str, str], float]:
-    """Each baseline's runtime (None if it has none), a note for those without one, and the lower bound."""
-    from placement_env import Problem, load_benchmark, load_cluster, solve
-
+    """Each baseline's runtime (None if it has none), a note for those without one, and the lower bound.
+    ``budgets``: runtime evaluations per method (default 100; the zero-budget heuristics spend none)."""
     graph, cl = load_benchmark(benchmark), load_cluster(cluster)
     results: dict[str, float | None] = {}
     notes: dict[str, str] = {}
     lower = None
-    for method in methods:
-        problem = Problem.make(graph, cl, runtime=runtime, benchmark=benchmark, budget=100)
+    for method in tqdm(methods, desc="baselines", unit="method", disable=not progress, leave=False):
+        problem = Problem.make(graph, cl, runtime=runtime, benchmark=benchmark,
+                               budget=(budgets or {}).get(method, 100))
         lower = problem.evaluator.lower_bound() if lower is None else lower
         try:
             solution = solve(method, problem)
@@ -72,10 +79,13 @@ def baseline_runtimes(benchmark: str, cluster: str, runtime: str, methods: Seque
 
 
 def baseline_table(benchmark: str, cluster: str, runtime: str, ours: float, ours_label: str = "reinforce_seq2seq",
-                   methods: Sequence[str] = BASELINE_METHODS) -> tuple[str, dict[str, float | None]]:
-    """Markdown table of ``ours`` against the baselines, the lower bound and the gap to it; and the runtimes
-    by name (the baselines' and ``"lower bound"``)."""
-    results, notes, lower = baseline_runtimes(benchmark, cluster, runtime, methods)
+                   methods: Sequence[str] = BASELINE_METHODS, search_budget: int = 0, progress: bool = False
+                   ) -> tuple[str, dict[str, float | None]]:
+    """Markdown table of ``ours`` against the baselines (and, with ``search_budget`` > 0, the search baselines
+    given that many evaluations), the lower bound and the gap to it; and the runtimes by name."""
+    searches = SEARCH_METHODS if search_budget > 0 else ()
+    results, notes, lower = baseline_runtimes(benchmark, cluster, runtime, (*methods, *searches),
+                                              budgets={m: search_budget for m in searches}, progress=progress)
     ok = {k: v for k, v in results.items() if v is not None}
     best_name = min(ok, key=ok.get) if ok else None
     lines = ["| method | step time (s) | vs ours | gap to lower bound |", "|---|---|---|---|"]
@@ -87,8 +97,9 @@ def baseline_table(benchmark: str, cluster: str, runtime: str, ours: float, ours
         return f"| {name} | {value:.4f} | {versus} | {(value / lower - 1) * 100:+.1f}% |"
 
     lines.append(line(f"**{ours_label}**", ours if math.isfinite(ours) else None, "no successful placement"))
-    for method in methods:
-        lines.append(line(method + (" (best baseline)" if method == best_name else ""), results[method],
+    for method in (*methods, *searches):
+        label = method + (f" ({search_budget:,} evaluations)" if method in searches else "")
+        lines.append(line(label + (" (best baseline)" if method == best_name else ""), results[method],
                           notes.get(method, "")))
     lines.append(f"| lower bound | {lower:.4f} | | 0% |")
     results["lower bound"] = lower

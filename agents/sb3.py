@@ -30,6 +30,7 @@ from agents.run_files import (BEST_JSON, BEST_PB, CURVE, LOG, TENSORBOARD, Tenso
                               read_log, run_dir, write_log)
 from placement_env.env.core import MODES
 from placement_env.evaluation import RUNTIMES
+from placement_env.quiet_tf import import_tensorflow_quietly
 
 ALGORITHMS = ("PPO", "A2C", "MaskablePPO")
 PER_GROUP_FIELDS = ("group_mask", "op_types", "output_shapes", "neighbour_bytes", "compute", "memory", "position",
@@ -237,6 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     check_task_arguments(parser, args)
+    import_tensorflow_quietly()  # the op costs need TF; its start-up notices would bury the progress bar
     mode = args.mode or ("sequential" if args.algorithm == "MaskablePPO" else "oneshot")
     if mode != "oneshot" and args.algorithm != "MaskablePPO":
         parser.error(f"argument --mode: {args.algorithm} trains on mode 'oneshot' only; use --algorithm MaskablePPO "
@@ -289,7 +291,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"\n{result.env_steps} env steps, {len(result.episode_runtimes)} episodes, "
           f"{result.wall_s:.0f} s; best {best:.4f} s; outputs in {out}")
     if not args.no_baselines:
-        table, values = baseline_table(args.benchmark, args.cluster, args.runtime, best, ours_label=args.algorithm)
+        table, values = baseline_table(args.benchmark, args.cluster, args.runtime, best, ours_label=args.algorithm,
+                                       search_budget=int(rows[-1]["evaluations"]) if rows else 0,
+                                       progress=not args.no_progress)
         print()
         print(table)
         references = curve_references(values)

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections import Counter
 from datetime import date
@@ -15,6 +14,7 @@ from .cluster import load_cluster, preset_names
 from .errors import PlacementEnvError
 from .grouping import DEFAULT_MAX_GROUPS, group_ops
 from .opgraph import DEVICE_KINDS, OpGraph
+from .quiet_tf import import_tensorflow_quietly
 
 DEFAULT_BENCHMARK = "nmt"
 
@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("results")
     report.add_argument("-o", "--out-dir", default="report", help="where report.md and the plots go (default: %(default)s)")
     args = parser.parse_args(argv)
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if args.command != "cluster":
+        import_tensorflow_quietly()  # graphs and op costs need TF; keep its start-up notices off the screen
     try:
         if args.command == "info":
             print(describe_graph(_load_graph(args.benchmark, args.max_groups), top=args.top))

@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # Lowest first. A module may import from its own layer and the layers below it. A package name
 # covers its submodules; the longest matching prefix wins.
 LAYERS: list[tuple[str, ...]] = [
-    ("placement_env.errors", "placement_env.unionfind", "placement_env.cache", "placement_env.derived"),
+    ("placement_env.errors", "placement_env.unionfind", "placement_env.cache", "placement_env.derived",
+     "placement_env.quiet_tf"),
     ("placement_env.opgraph", "placement_env.placement", "placement_env.schedule"),
     ("placement_env.grouping",),
     ("placement_env.tf_import",),

@@ -325,6 +325,7 @@ def test_place_through_resolve_method():
     (["--hidden", "7"], "--hidden"),
     (["--backend", "threads"], "--backend"),
     (["--warm-start", "oracle"], "--warm-start"),
+    (["--paper", "--warm-start", "expert"], "--paper"),
     (["--workers", "0"], "--workers"),
     (["--backend", "process", "--ray-address", "127.0.0.1:1"], "--ray-address"),
 ])
@@ -340,6 +341,7 @@ def test_cli_runs_and_refuses_mismatched_resume(tmp_path, capsys):
                  "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "| expert" in out and "lower bound" in out and "reinforce_seq2seq" in out
+    assert "| simulated_annealing_warm (16 evaluations)" in out  # search at the agent's own budget
     assert (tmp_path / "best_placement.pb").exists()
     before = (tmp_path / CHECKPOINT).read_bytes()
     assert main(["--benchmark", "nmt-tiny", "--budget", "16", "--out-dir", str(tmp_path), "--resume",
@@ -350,16 +352,22 @@ def test_cli_runs_and_refuses_mismatched_resume(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("flags, expected", [
-    ([], {"lr": Config.lr, "self_imitation": 0.0, "explore": 0.0, "logits_noise": Config.logits_noise}),
-    (["--warm-start", "expert"], FINE_TUNING),
+    ([], {**FINE_TUNING, "warm_start": "best"}),
+    (["--paper"], {"lr": Config.lr, "self_imitation": 0.0, "explore": 0.0, "logits_noise": Config.logits_noise,
+                   "local_moves": 0, "warm_start": None}),
+    (["--warm-start", "expert"], {**FINE_TUNING, "warm_start": "expert"}),
     (["--warm-start", "expert", "--explore", "5", "--lr", "0.01"], {**FINE_TUNING, "explore": 5.0, "lr": 0.01}),
 ])
 def test_cli_tuning_defaults_follow_the_warm_start(flags, expected, tmp_path):
-    """From scratch the paper's settings; warm-started, FINE_TUNING; a flag given wins over both."""
+    """By default a warm start from the best heuristic with FINE_TUNING; --paper the paper's settings; a flag
+    given wins over both."""
     assert main(["--benchmark", "rnnlm-tiny", "--budget", "8", "--samples", "8", "--out-dir", str(tmp_path),
                  "--no-progress", "--no-baselines", *flags]) == 0
     config = load_checkpoint(tmp_path / CHECKPOINT)["config"]
-    assert {key: config[key] for key in expected} == pytest.approx(expected)
+    assert {key: config[key] for key in expected if key != "warm_start"} == pytest.approx(
+        {key: value for key, value in expected.items() if key != "warm_start"})
+    if "warm_start" in expected:
+        assert config["warm_start"] == expected["warm_start"]
 
 
 def test_keyboard_interrupt_writes_checkpoint(tmp_path):

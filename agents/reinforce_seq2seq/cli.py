@@ -1,6 +1,11 @@
 """The command line, ``python -m agents.reinforce_seq2seq`` (``--help``): train on one benchmark and cluster,
 then print a table against the baselines and write ``best_placement.pb`` (the placed TF graph).
 
+By default the agent runs at its measured best: warm-started from the fastest zero-budget heuristic and
+fine-tuned (``FINE_TUNING``); ``--paper`` is the paper's setting (from scratch, plain REINFORCE). The
+final table puts the agent next to the heuristics and next to the search baselines run with the same
+number of runtime evaluations the agent spent.
+
 Exit codes: 0 done, 2 a bad flag or a refused resume, 130 interrupted (Ctrl-C or SIGTERM; the checkpoint and
 log are kept)."""
 from __future__ import annotations
@@ -17,12 +22,13 @@ from agents.run_files import BEST_PB, CURVE, export_best
 from placement_env import METHODS, CheckpointMismatchError, ParallelEvaluator, PlacementEnvError
 from placement_env.evaluation import RUNTIMES
 from placement_env.parallel import BACKENDS
+from placement_env.quiet_tf import import_tensorflow_quietly
 
 from .config import FINE_TUNING, Config
 from .training import DEFAULT_MINUTES, TrainResult, default_out_dir, train
 from .warm_start import WARM_START_CANDIDATES
 
-TUNED_FLAGS = ("lr", "self_imitation", "elites", "explore", "local_moves")  # default: FINE_TUNING's if warm-started
+TUNED_FLAGS = ("lr", "self_imitation", "elites", "explore", "local_moves")  # default: FINE_TUNING's unless --paper
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,24 +47,27 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--out-dir", default=None,
                         help="output folder (default: runs/reinforce_seq2seq/<benchmark>-<cluster>-<runtime>)")
     parser.add_argument("--resume", action="store_true", help="continue from OUT_DIR/checkpoint.pt")
-    tuned = ", or {:g} with --warm-start".format
-    parser.add_argument("--lr", type=positive_float, default=None,
-                        help=f"Adam learning rate (default: {Config.lr:g}{tuned(FINE_TUNING['lr'])})")
+    def default(name: str) -> str:
+        return f"default: {FINE_TUNING[name]:g}, or {getattr(Config, name):g} with --paper"
+
+    parser.add_argument("--lr", type=positive_float, default=None, help=f"Adam learning rate ({default('lr')})")
     parser.add_argument("--self-imitation", type=non_negative_float, default=None, metavar="WEIGHT",
-                        help="weight of the log-probability of the elite placements in the loss (default: "
-                             f"{Config.self_imitation:g}, as in the paper{tuned(FINE_TUNING['self_imitation'])})")
+                        help="weight of the log-probability of the elite placements in the loss "
+                             f"({default('self_imitation')})")
     parser.add_argument("--elites", type=positive_int, default=None,
-                        help=f"fastest distinct placements self-imitation pulls towards (default: {Config.elites}"
-                             f"{tuned(FINE_TUNING['elites'])})")
+                        help=f"fastest distinct placements self-imitation pulls towards ({default('elites')})")
     parser.add_argument("--explore", type=non_negative_float, default=None, metavar="GROUPS",
                         help="per sampled placement, the expected number of groups put on a uniformly random device "
-                             f"(default: {Config.explore:g}{tuned(FINE_TUNING['explore'])})")
+                             f"({default('explore')})")
     parser.add_argument("--local-moves", type=non_negative_int, default=None, metavar="PLACEMENTS",
                         help="of the K placements per update, how many are the best so far with 1-4 groups moved, "
-                             f"guided by the policy (default: {Config.local_moves}{tuned(FINE_TUNING['local_moves'])})")
+                             f"guided by the policy ({default('local_moves')})")
     parser.add_argument("--warm-start", default=None, metavar="METHOD",
                         help="first imitate this baseline's placement ('best': the fastest of "
-                             f"{', '.join(WARM_START_CANDIDATES)}); default: none, from scratch as in the paper")
+                             f"{', '.join(WARM_START_CANDIDATES)}); default: best, or none with --paper")
+    parser.add_argument("--paper", action="store_true",
+                        help="the paper's setting: from scratch, plain REINFORCE (no warm start, self-imitation, "
+                             "exploration floor or local moves)")
     parser.add_argument("--entropy", type=non_negative_float, default=Config.entropy,
                         help=f"entropy bonus ({Config.entropy:g})")
     parser.add_argument("--hidden", type=positive_int, default=Config.hidden, help=f"LSTM size ({Config.hidden})")
@@ -82,15 +91,19 @@ def _check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
     if args.warm_start is not None and args.warm_start != "best" and args.warm_start not in METHODS:
         parser.error(f"argument --warm-start: unknown method {args.warm_start!r}; choose from best, "
                      f"{', '.join(METHODS)}")
+    if args.paper and args.warm_start is not None:
+        parser.error("argument --paper: the paper's setting starts from scratch; drop --warm-start")
     if args.ray_address and args.backend == "process":
         parser.error("argument --ray-address: needs --backend ray (or no --backend), not --backend process")
 
 
 def _config(args: argparse.Namespace) -> Config:
-    """The Config the flags ask for: the defaults, FINE_TUNING's under a warm start, then the flags given."""
+    """The Config the flags ask for: a warm start from the best heuristic with FINE_TUNING (or, with
+    ``--paper``, the paper's defaults), then the flags given."""
+    warm_start = None if args.paper else (args.warm_start or "best")
     flags = {name: getattr(args, name) for name in TUNED_FLAGS}
-    return Config(**{**(FINE_TUNING if args.warm_start else {}), **{k: v for k, v in flags.items() if v is not None},
-                     "entropy": args.entropy, "hidden": args.hidden, "warm_start": args.warm_start})
+    return Config(**{**(FINE_TUNING if warm_start else {}), **{k: v for k, v in flags.items() if v is not None},
+                     "entropy": args.entropy, "hidden": args.hidden, "warm_start": warm_start})
 
 
 def _interrupted(signum: int, frame: Any) -> None:
@@ -120,7 +133,8 @@ def _report(args: argparse.Namespace, result: TrainResult, out: Path) -> None:
     print(f"\n{result.updates} updates, {result.evaluations} evaluations, {result.wall_s:.0f} s; "
           f"best {result.best_runtime_s:.4f} s; outputs in {out}")
     if not args.no_baselines:
-        table, values = baseline_table(args.benchmark, args.cluster, args.runtime, result.best_runtime_s)
+        table, values = baseline_table(args.benchmark, args.cluster, args.runtime, result.best_runtime_s,
+                                       search_budget=result.evaluations, progress=not args.no_progress)
         print()
         print(table)
         plot_curve(out / CURVE, result.history, title=f"{args.benchmark} on {args.cluster} ({args.runtime})",
@@ -134,6 +148,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     _check_flags(parser, args)
+    import_tensorflow_quietly()  # the op costs need TF; its start-up notices would bury the progress bar
     config = _config(args)
     signal.signal(signal.SIGTERM, _interrupted)
     out = Path(args.out_dir) if args.out_dir else default_out_dir(args.benchmark, args.cluster, args.runtime)

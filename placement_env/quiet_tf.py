@@ -1,0 +1,30 @@
+"""Import TensorFlow without its native start-up notices on the terminal.
+
+TensorFlow's C++ side writes informational lines to file descriptor 2 when it loads (oneDNN's
+numerics notice, the CPU-feature notice, absl's "before InitializeLog" warning), and
+``TF_CPP_MIN_LOG_LEVEL`` no longer silences all of them. The command lines call
+:func:`import_tensorflow_quietly` before their progress bars, so a user's first screen is the
+program's own output; any real error during the import is still raised as usual.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from types import ModuleType
+
+
+def import_tensorflow_quietly() -> ModuleType:
+    """``import tensorflow`` with file descriptor 2 pointed at /dev/null for the duration."""
+    if "tensorflow" in sys.modules:
+        return sys.modules["tensorflow"]
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            import tensorflow
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+    return tensorflow
