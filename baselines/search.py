@@ -133,7 +133,12 @@ def single_device_start(problem: Problem, scores: Scores) -> np.ndarray:
     total compute seconds while the budget lasts; the first of that order when none ran."""
     order = np.argsort(problem.costs.seconds.sum(axis=0), kind="stable")
     candidates = [single_device(problem.graph, problem.cluster, int(d)) for d in order]
-    best, best_runtime = candidates[0], float("inf")
+    return _fastest(iter(candidates), scores, default=candidates[0])
+
+
+def _fastest(candidates: Iterator[np.ndarray], scores: Scores, default: np.ndarray | None) -> np.ndarray | None:
+    """The fastest of ``candidates`` evaluated while the budget lasts (``default`` if none ran)."""
+    best, best_runtime = default, float("inf")
     for placement in candidates:
         if scores.exhausted:
             break
@@ -161,14 +166,7 @@ def heuristic_start(problem: Problem, scores: Scores) -> np.ndarray | None:
     no heuristic made one (or none ran), so that the search starts from scratch."""
     if scores.exhausted:
         return next(_heuristic_placements(problem), None)
-    best, best_runtime = None, float("inf")
-    for placement in _heuristic_placements(problem):
-        if scores.exhausted:
-            break
-        runtime = scores.runtime(placement)
-        if runtime < best_runtime:
-            best, best_runtime = placement, runtime
-    return best
+    return _fastest(_heuristic_placements(problem), scores, default=None)
 
 
 def start_placement(problem: Problem, scores: Scores, start: str) -> np.ndarray:
