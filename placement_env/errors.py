@@ -136,4 +136,5 @@ class NoExpertPlacementError(PlacementEnvError, ValueError):
 
 
 class CheckpointMismatchError(PlacementEnvError, ValueError):
-    """``--resume`` with a checkpoint of another benchmark, cluster or runtime."""
+    """``--resume`` with a checkpoint that cannot be used: unreadable, or of another version, benchmark,
+    cluster, runtime or graph shape."""

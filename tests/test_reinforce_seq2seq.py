@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import math
+import pathlib
 import socket
 
 import numpy as np
@@ -272,6 +273,33 @@ def test_old_checkpoint_format_is_refused(tmp_path):
     with pytest.raises(CheckpointMismatchError, match="format 1"):
         train("rnnlm-tiny", budget=16, out_dir=tmp_path, progress=False, resume=True)
     assert files(tmp_path) == before
+
+
+class _RunsCode:
+    """Unpickling this calls ``touch`` on a marker file: what a crafted checkpoint would do."""
+
+    def __init__(self, marker):
+        self.marker = str(marker)
+
+    def __reduce__(self):
+        return (pathlib.Path.touch, (pathlib.Path(self.marker),))
+
+
+def test_a_crafted_or_broken_checkpoint_is_refused_without_running_code(tmp_path):
+    marker = tmp_path / "pwned"
+    crafted = tmp_path / "crafted"
+    crafted.mkdir()
+    torch.save({"format": 3, "payload": _RunsCode(marker)}, crafted / CHECKPOINT)
+    with pytest.raises(CheckpointMismatchError, match="not a readable checkpoint.*only tensors and plain data"):
+        train("rnnlm-tiny", budget=8, out_dir=crafted, progress=False, resume=True)
+    assert not marker.exists()
+    for content in (b"", b"not a checkpoint", b"PK\x03\x04 truncated"):
+        broken = tmp_path / f"broken-{len(content)}"
+        broken.mkdir()
+        (broken / CHECKPOINT).write_bytes(content)
+        with pytest.raises(CheckpointMismatchError, match=f"{broken / CHECKPOINT} is not a readable checkpoint"):
+            train("rnnlm-tiny", budget=8, out_dir=broken, progress=False, resume=True)
+        assert (broken / CHECKPOINT).read_bytes() == content
 
 
 def files(directory):

@@ -29,8 +29,24 @@ def save_checkpoint(path: Path, trainer: Trainer, meta: dict[str, str]) -> None:
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
-    """The checkpoint at ``path``, as saved (tensors on the CPU)."""
-    return torch.load(path, map_location="cpu", weights_only=False)
+    """The checkpoint at ``path``, as saved (tensors on the CPU).
+
+    Loaded with ``weights_only=True``: a checkpoint holds tensors and plain data only, so a crafted
+    file cannot run code when it is read. Anything unreadable (empty, truncated, not a checkpoint,
+    or asking for other objects) is a CheckpointMismatchError that names the file."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise
+    except Exception as error:  # noqa: BLE001 - torch raises several types for a bad file
+        reason = (str(error).strip().splitlines() or ["no details"])[0][:200]
+        raise CheckpointMismatchError(
+            f"resume: {path} is not a readable checkpoint ({type(error).__name__}: {reason}); only tensors and "
+            "plain data are loaded; use another --out-dir to start afresh (nothing was changed)") from None
+    if not isinstance(state, dict):
+        raise CheckpointMismatchError(f"resume: {path} holds a {type(state).__name__}, not a checkpoint "
+                                      "(nothing was changed)")
+    return state
 
 
 def load_for_resume(path: Path, meta: dict[str, str]) -> dict[str, Any]:
