@@ -150,3 +150,44 @@ def test_bad_results_files_are_specific_errors_and_untouched(results, tmp_path):
     with pytest.raises(ResultsFormatError, match="row 1 .*placement has shape"):
         validate(short, progress=False)
     assert short.read_text() == json.dumps(row) + "\n"
+
+
+def test_fabricated_rows_and_unreadable_files_are_refused(results, tmp_path, capsys):
+    good = json.loads(results.read_text().splitlines()[0])
+    cases = {
+        "no placement": ({"placement": [], "ok": True, "runtime_s": 1e-6}, "ok is true but the row has no placement"),
+        "over budget": ({"evaluations": good["budget"] + 1}, "exceeds the budget"),
+        "float seed": ({"seed": 0.5}, "seed = 0.5; expected a non-negative integer"),
+        "unknown runtime": ({"runtime": "oracle"}, "runtime = 'oracle'; expected one of sim"),
+        "string ok": ({"ok": "yes"}, "ok = 'yes'; expected true or false"),
+    }
+    for name, (change, message) in cases.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text(json.dumps({**good, **change}) + "\n")
+        with pytest.raises(ResultsFormatError, match=message):
+            validate(path, progress=False)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(bytes(range(256)))
+    for path, message in ((tmp_path / "absent.jsonl", "no such results file"),
+                          (empty, "the results file has no rows"), (binary, "not a results file (not UTF-8 text")):
+        assert main(["validate", str(path)]) == 2
+        assert f"{path}: {message}" in capsys.readouterr().err
+        assert main(["report", str(path), "-o", str(tmp_path / "out")]) == 2
+        assert f"{path}: {message}" in capsys.readouterr().err
+
+
+def test_report_file_names_stay_in_the_report_folder(results, tmp_path):
+    from placement_env.harness.report import file_part
+
+    assert file_part("x/../../escaped") == "x_.._.._escaped" and file_part("a/b") == "a_b"
+    assert file_part("../..") == "_.." and file_part(".hidden") == "hidden" and file_part("") == "_"
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    tampered = tmp_path / "tampered.jsonl"
+    tampered.write_text("".join(json.dumps({**row, "task": "x/../../escaped"}) + "\n" for row in rows
+                                if row["task"] == "rnnlm-tiny-2gpu"))
+    out = tmp_path / "deep" / "report"
+    harness.write_report(tampered, out)
+    written = {p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file()}
+    assert all(str(p).startswith(("deep/report/", "tampered")) for p in written), written

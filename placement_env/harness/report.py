@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,13 @@ BASELINE_COLUMNS = (("single_cpu", "1 CPU"), ("single_gpu", "1 GPU"), ("scotch",
                     ("m_etf", "m-ETF"), ("random_search", "Random search"))
 _FAILURE_LABELS = {"oom": "OOM", "no_kernel": "no kernel", "method_error": "n/a", "timeout": "timeout",
                    "crash": "crash", "error": "error"}
+
+
+def file_part(name: str) -> str:
+    """``name`` (taken from a results file) as one safe file-name component: letters, digits, ``.-_``
+    only, no leading dot, so no name can leave the report folder or hide a file."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", str(name)).lstrip(".")
+    return safe[:120] or "_"
 
 
 def _best(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -125,9 +133,7 @@ def write_report(results: str | os.PathLike, out_dir: str | os.PathLike, *, gant
     placement (``gantt-<task>.png``) under ``out_dir``; returns the markdown path."""
     from ..render.gantt import save_gantt  # matplotlib, only when a report is written
 
-    rows = read_rows(results)
-    if not rows:
-        raise ValueError(f"{results}: no rows to report")
+    rows = read_rows(results, must_exist=True)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     table = markdown_table(rows)
@@ -146,7 +152,7 @@ def write_report(results: str | os.PathLike, out_dir: str | os.PathLike, *, gant
             graph = load_benchmark(best["benchmark"])
             cluster = load_cluster(best["cluster"])
             m = Evaluator(graph, cluster)(best["placement"], schedule=True)
-            name = f"gantt-{task.replace(':', '_')}.png"
+            name = f"gantt-{file_part(task)}.png"
             save_gantt(graph, cluster, m, out / name)
             lines += [f"## {task}: {best['method']} ({best['runtime_s']:.3g} s)", "", f"![{task}]({name})", ""]
     markdown = out / "report.md"

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ..errors import ResultsFormatError
+from ..evaluation import RUNTIMES
 
 COLUMNS = ("suite", "task", "benchmark", "cluster", "runtime", "method", "seed", "budget", "placement",
            "runtime_s", "ok", "failure", "message", "evaluations", "wall_s", "lower_bound_s", "versions")
@@ -39,14 +40,39 @@ def check_row(row: Any, where: str) -> dict[str, Any]:
     placement = row["placement"]
     if not isinstance(placement, list) or not all(isinstance(d, int) and not isinstance(d, bool) for d in placement):
         raise ResultsFormatError(f"{where}: placement must be a list of device indices, got {placement!r:.80}")
+    for column in ("seed", "budget", "evaluations"):
+        value = row[column]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise ResultsFormatError(f"{where}: {column} = {value!r:.40}; expected a non-negative integer")
+    if row["evaluations"] > row["budget"]:
+        raise ResultsFormatError(f"{where}: evaluations = {row['evaluations']} exceeds the budget {row['budget']}")
+    if row["runtime"] not in RUNTIMES:
+        raise ResultsFormatError(f"{where}: runtime = {row['runtime']!r:.40}; expected one of {', '.join(RUNTIMES)}")
+    if not isinstance(row["ok"], bool):
+        raise ResultsFormatError(f"{where}: ok = {row['ok']!r:.40}; expected true or false")
+    if row["ok"] and not placement:
+        raise ResultsFormatError(f"{where}: ok is true but the row has no placement to replay")
     return row
 
 
-def read_rows(path: str | os.PathLike) -> list[dict[str, Any]]:
-    """Every row of a results file, checked; a missing file has no rows."""
+def read_rows(path: str | os.PathLike, *, must_exist: bool = False) -> list[dict[str, Any]]:
+    """Every row of a results file, checked; a missing file has no rows (an error with ``must_exist``,
+    which also refuses a file without rows). A file that is not UTF-8 text is an error naming it."""
     path = Path(path)
     if not path.exists():
+        if must_exist:
+            raise ResultsFormatError(f"{path}: no such results file")
         return []
+    try:
+        rows = _parse_rows(path)
+    except UnicodeDecodeError:
+        raise ResultsFormatError(f"{path}: not a results file (not UTF-8 text; one JSON object per line)") from None
+    if must_exist and not rows:
+        raise ResultsFormatError(f"{path}: the results file has no rows")
+    return rows
+
+
+def _parse_rows(path: Path) -> list[dict[str, Any]]:
     rows = []
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, 1):

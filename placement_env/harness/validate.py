@@ -30,8 +30,10 @@ class Mismatch:
 
 def validate(results: str | os.PathLike, *, tolerance: float = DEFAULT_MEASURED_TOLERANCE,
              progress: bool = True) -> tuple[int, list[Mismatch]]:
-    """(rows checked, rows that do not reproduce). Rows without a placement (method errors) are skipped."""
-    rows = read_rows(results)
+    """(rows checked, rows that do not reproduce). Rows without a placement (method errors) are skipped.
+    A missing, empty or unreadable file, or a row that cannot be a real result (an ok row without a
+    placement, a placement of the wrong length, more evaluations than its budget), is a ResultsFormatError."""
+    rows = read_rows(results, must_exist=True)
     evaluators: dict[tuple, Evaluator] = {}
     mismatches: list[Mismatch] = []
     checked = 0
