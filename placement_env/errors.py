@@ -20,6 +20,7 @@ __all__ = [
     "BudgetExhausted",
     "UnknownMethodError",
     "ResultsFormatError",
+    "ResultsBusyError",
     "UnknownSuiteError",
     "MapperNotFoundError",
     "MapperError",
@@ -113,6 +114,10 @@ class UnknownMethodError(PlacementEnvError, KeyError):
 
 class ResultsFormatError(PlacementEnvError, ValueError):
     """A results file line that is not a valid row (bad JSON, a missing column, a bad value)."""
+
+
+class ResultsBusyError(PlacementEnvError, RuntimeError):
+    """Another run is writing the same results file (its advisory lock is held)."""
 
 
 class UnknownSuiteError(PlacementEnvError, KeyError):

@@ -13,6 +13,7 @@ Op costs and measured-runtime workers are kept in :data:`~placement_env.derived.
 from __future__ import annotations
 
 import atexit
+import inspect
 from typing import Any
 
 import numpy as np
@@ -69,6 +70,23 @@ def _check_costs(graph: OpGraph, cluster: Cluster, costs: Any) -> OpCosts:
     return costs
 
 
+MEASURED_OPTIONS = tuple(name for name in inspect.signature(MeasuredRuntime).parameters if name != "cluster")
+
+
+def check_measured_options(options: Any) -> dict[str, Any]:
+    """``options`` as a dict of MeasuredRuntime keywords, or a ValueError naming the unknown ones (checked
+    when the evaluator or env is made, not at the first measurement)."""
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise ValueError(f"measured_options = {options!r:.60}; expected a dict with keys from {', '.join(MEASURED_OPTIONS)}")
+    unknown = sorted(set(options) - set(MEASURED_OPTIONS))
+    if unknown:
+        raise ValueError(f"measured_options: unknown key(s) {', '.join(map(repr, unknown))}; accepted: "
+                         f"{', '.join(MEASURED_OPTIONS)}")
+    return dict(options)
+
+
 class Evaluator:
     """Evaluates placements of one graph on one cluster with one runtime.
 
@@ -84,7 +102,7 @@ class Evaluator:
         self._costs = None if costs is None else _check_costs(self.graph, self.cluster, costs)
         if runtime != "measured" and measured_options:
             raise ValueError(f"measured_options are for runtime='measured', not {runtime!r}")
-        self._measured_options = dict(measured_options or {})
+        self._measured_options = check_measured_options(measured_options)
         self._measured = None
         self._lower_bound: float | None = None
 

@@ -191,3 +191,24 @@ def test_report_file_names_stay_in_the_report_folder(results, tmp_path):
     harness.write_report(tampered, out)
     written = {p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file()}
     assert all(str(p).startswith(("deep/report/", "tampered")) for p in written), written
+
+
+def test_a_second_run_on_the_same_results_file_is_refused_not_duplicated(tmp_path):
+    from placement_env.errors import ResultsBusyError
+    from placement_env.harness.results import results_lock
+
+    path = tmp_path / "r.jsonl"
+    with results_lock(path):
+        with pytest.raises(ResultsBusyError, match=f"{path}: another run \\(pid \\d+\\) is writing"):
+            run_suite("tiny", ["single_gpu"], path, progress=False)
+    assert not path.exists()
+    assert len(run_suite("tiny", ["single_gpu"], path, progress=False)) == 3  # the lock went with the first holder
+
+
+def test_measured_options_are_checked_when_the_env_is_made():
+    import gymnasium as gym
+
+    with pytest.raises(ValueError, match="measured_options are for runtime='measured', not 'sim'"):
+        gym.make("DevicePlacement-Tiny-v0", measured_options={"steps": 3})
+    with pytest.raises(ValueError, match="unknown key\\(s\\) 'stepz'; accepted: steps, warmup"):
+        gym.make("DevicePlacement-Measured-v0", measured_options={"stepz": 3})

@@ -36,7 +36,7 @@ from gymnasium.error import ResetNeeded
 from ..benchmarks import load_benchmark
 from ..cluster import Cluster, load_cluster
 from ..errors import InvalidActionError
-from ..evaluation import RUNTIMES, Evaluator
+from ..evaluation import RUNTIMES, Evaluator, check_measured_options
 from ..grouping import DEFAULT_MAX_GROUPS, group_ops
 from ..opgraph import OpGraph
 from ..placement import Measurement, allowed_devices, check_placement, single_device
@@ -111,7 +111,9 @@ class DevicePlacementEnv(gym.Env):
         self.failing_signal = check_failing_signal(failing_signal)
         self.max_groups, self.dense_reward, self._improve_steps = max_groups, bool(dense_reward), improve_steps
         self.cluster = load_cluster(cluster)
-        self._measured_options = measured_options
+        if runtime != "measured" and measured_options:
+            raise ValueError(f"measured_options are for runtime='measured', not {runtime!r}")
+        self._measured_options = check_measured_options(measured_options)
         self._tasks: dict[Any, _GraphTask] = {}
         first = self._graph_of(benchmark)
         if pad_to is not None and (not isinstance(pad_to, int) or isinstance(pad_to, bool) or pad_to < first.n_groups):

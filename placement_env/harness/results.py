@@ -1,13 +1,15 @@
 """The results file: one JSON object per line, appended row by row, so an interrupted run loses nothing."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
-from ..errors import ResultsFormatError
+from ..errors import ResultsBusyError, ResultsFormatError
 from ..evaluation import RUNTIMES
 
 COLUMNS = ("suite", "task", "benchmark", "cluster", "runtime", "method", "seed", "budget", "placement",
@@ -121,3 +123,28 @@ def drop_torn_tail(path: str | os.PathLike) -> bool:
 
 def finished_keys(rows: Iterable[dict[str, Any]]) -> set[tuple]:
     return {row_key(row) for row in rows}
+
+
+@contextlib.contextmanager
+def results_lock(path: str | os.PathLike) -> Iterator[None]:
+    """Hold the advisory lock of results file ``path`` (``<path>.lock``, with the owner's pid) while a run
+    appends to it; a second run on the same file fails at once with ResultsBusyError instead of
+    duplicating rows. The lock goes with the process, however it ends."""
+    lock_path = Path(f"{os.fspath(path)}.lock")
+    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_path, "a+", encoding="utf-8") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            owner = handle.read().strip() or "?"
+            raise ResultsBusyError(f"{path}: another run (pid {owner}) is writing this results file; wait for it "
+                                   "or write to another file") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 from tqdm import tqdm
@@ -19,7 +19,7 @@ from ..cluster import load_cluster
 from ..evaluation import Evaluator
 from ..placement import Measurement
 from ..problem import METHODS, Problem, resolve_method, solve
-from .results import append_row, drop_torn_tail, finished_keys, read_rows, versions
+from .results import append_row, drop_torn_tail, finished_keys, read_rows, results_lock, versions
 from .suites import Task, load_suite
 
 DEFAULT_BUDGET = 100  # runtime evaluations per method and task (methods that search use them)
@@ -57,33 +57,46 @@ def run_suite(suite: str, methods: Sequence[str], results: str | os.PathLike, *,
     names = _method_names(methods)
     if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
         raise ValueError(f"budget={budget!r}; expected a positive number of runtime evaluations")
-    drop_torn_tail(results)
-    done = finished_keys(read_rows(results))
-    todo = [(task, name, seed) for task in tasks for name in names for seed in seeds
-            if (suite, task.name, name, seed, budget) not in done]
-    written = []
-    evaluators: dict[str, Evaluator] = {}
-    bar = tqdm(todo, desc=f"suite {suite}", unit="run", disable=not progress)
-    for task, name, seed in bar:
-        bar.set_postfix_str(f"{task.name} {name} seed {seed}")
-        evaluator = evaluators.get(task.name)
-        if evaluator is None:
-            evaluator = evaluators[task.name] = Evaluator(load_benchmark(task.benchmark), load_cluster(task.cluster),
-                                                          task.runtime)
-        graph, cluster = evaluator.graph, evaluator.cluster
-        problem = Problem(graph=graph, cluster=cluster, evaluator=evaluator, benchmark=task.benchmark,
-                          budget=budget, rng=np.random.default_rng(seed))
+    with results_lock(results):
+        drop_torn_tail(results)
+        done = finished_keys(read_rows(results))
+        todo = [(task, name, seed) for task in tasks for name in names for seed in seeds
+                if (suite, task.name, name, seed, budget) not in done]
+        evaluators: dict[str, Evaluator] = {}
         try:
-            solution = solve(name, problem)
-        except Exception as error:  # noqa: BLE001 - any method failure is recorded, never fatal
-            row = _row(suite, task, name, seed, budget, [], None, problem.evaluations, 0.0, evaluator.lower_bound(),
-                       failure="method_error", message=f"{type(error).__name__}: {error}")
-        else:
-            m = evaluator(solution.placement)
-            row = _row(suite, task, name, seed, budget, solution.placement.tolist(), m, solution.evaluations,
-                       solution.wall_s, evaluator.lower_bound(), anytime=solution.improvements)
-        append_row(results, row)
-        written.append(row)
-    for evaluator in evaluators.values():
-        evaluator.close()
-    return written
+            return [_run_one(suite, task, name, seed, budget, results, evaluators)
+                    for task, name, seed in _progress(todo, suite, progress)]
+        finally:
+            for evaluator in evaluators.values():
+                evaluator.close()
+
+
+def _progress(todo: list, suite: str, progress: bool) -> Iterator:
+    """``todo`` with a progress bar that names the run in hand."""
+    bar = tqdm(todo, desc=f"suite {suite}", unit="run", disable=not progress)
+    for item in bar:
+        task, name, seed = item
+        bar.set_postfix_str(f"{task.name} {name} seed {seed}")
+        yield item
+
+
+def _run_one(suite: str, task: Task, name: str, seed: int, budget: int, results: str | os.PathLike,
+             evaluators: dict[str, Evaluator]) -> dict[str, Any]:
+    """Run one method on one task and seed, append its row (a method that raises gives a method_error row)."""
+    evaluator = evaluators.get(task.name)
+    if evaluator is None:
+        evaluator = evaluators[task.name] = Evaluator(load_benchmark(task.benchmark), load_cluster(task.cluster),
+                                                      task.runtime)
+    problem = Problem(graph=evaluator.graph, cluster=evaluator.cluster, evaluator=evaluator,
+                      benchmark=task.benchmark, budget=budget, rng=np.random.default_rng(seed))
+    try:
+        solution = solve(name, problem)
+    except Exception as error:  # noqa: BLE001 - any method failure is recorded, never fatal
+        row = _row(suite, task, name, seed, budget, [], None, problem.evaluations, 0.0, evaluator.lower_bound(),
+                   failure="method_error", message=f"{type(error).__name__}: {error}")
+    else:
+        m = evaluator(solution.placement)
+        row = _row(suite, task, name, seed, budget, solution.placement.tolist(), m, solution.evaluations,
+                   solution.wall_s, evaluator.lower_bound(), anytime=solution.improvements)
+    append_row(results, row)
+    return row
