@@ -11,7 +11,7 @@ from typing import Sequence
 from tqdm import tqdm
 
 from agents.run_files import atomic_write
-from placement_env import Problem, load_benchmark, load_cluster, solve
+from placement_env import Evaluator, Problem, load_benchmark, load_cluster, solve
 
 BASELINE_METHODS = ("single_cpu", "single_gpu", "expert", "scotch", "mincut", "metis", "heft", "m_topo", "m_etf")
 # Plain search from the best heuristic, given the evaluations the agent spent (the fair comparison).
@@ -58,17 +58,16 @@ def baseline_runtimes(benchmark: str, cluster: str, runtime: str, methods: Seque
                       ) -> tuple[dict[str, float | None], dict[str, str], float]:
     """Each baseline's runtime (None if it has none), a note for those without one, and the lower bound.
     ``budgets``: runtime evaluations per method (default 100; the zero-budget heuristics spend none)."""
-    graph, cl = load_benchmark(benchmark), load_cluster(cluster)
+    evaluator = Evaluator(load_benchmark(benchmark), load_cluster(cluster), runtime)
     results: dict[str, float | None] = {}
     notes: dict[str, str] = {}
-    lower = None
+    lower = evaluator.lower_bound()
     for method in tqdm(methods, desc="baselines", unit="method", disable=not progress, leave=False):
-        problem = Problem.make(graph, cl, runtime=runtime, benchmark=benchmark,
+        problem = Problem.make(evaluator.graph, evaluator.cluster, benchmark=benchmark, evaluator=evaluator,
                                budget=(budgets or {}).get(method, 100))
-        lower = problem.evaluator.lower_bound() if lower is None else lower
         try:
             solution = solve(method, problem)
-            m = problem.evaluator(solution.placement)
+            m = evaluator(solution.placement)  # the answer's runtime, outside the method's budget
         except Exception as error:  # noqa: BLE001 - a missing baseline is "n/a", never fatal
             results[method], notes[method] = None, f"n/a ({type(error).__name__})"
             continue

@@ -90,9 +90,20 @@ class Problem:
         return cls(graph=env.graph, cluster=env.cluster, evaluator=env.evaluator, benchmark=env.graph.name,
                    budget=budget, rng=np.random.default_rng(seed))
 
+    def __post_init__(self) -> None:
+        # Methods see the runtime only through the counted oracle: ``evaluator`` is a view whose every
+        # call is a counted ``evaluate``; the uncounted runtime stays with whoever made the problem.
+        self._runtime = self.evaluator._runtime if isinstance(self.evaluator, CountedEvaluator) else self.evaluator
+        self.evaluator = CountedEvaluator(self)
+
     @property
     def costs(self) -> OpCosts:
-        return self.evaluator.costs
+        """Per-op seconds on every device (reading them spends no evaluation)."""
+        return self._runtime.costs
+
+    def lower_bound(self) -> float:
+        """``pe.lower_bound`` of this graph and cluster with these costs (spends no evaluation)."""
+        return self._runtime.lower_bound()
 
     @property
     def allowed(self) -> np.ndarray:
@@ -108,11 +119,51 @@ class Problem:
         if self.budget_left <= 0:
             raise BudgetExhausted(f"the budget of {self.budget} runtime evaluations is spent")
         self.evaluations += 1
-        m = self.evaluator(placement)
+        m = self._runtime(placement)
+        self._record(m)
+        return m
+
+    def evaluate_batch(self, placements: Any) -> list[Measurement]:
+        """Measurements of every row of ``placements`` in one call to the runtime; each counts against the
+        budget, and a batch larger than what is left of it is refused whole (BudgetExhausted)."""
+        rows = len(placements)
+        if rows > self.budget_left:
+            raise BudgetExhausted(f"{rows} evaluations asked, {self.budget_left:g} left of the budget of {self.budget}")
+        measurements = self._runtime.batch(placements)
+        for m in measurements:
+            self.evaluations += 1
+            self._record(m)
+        return measurements
+
+    def _record(self, m: Measurement) -> None:
         if m.ok and (self.best is None or m.runtime_s < self.best.runtime_s):
             self.best = m
             self.improvements.append((self.evaluations, float(m.runtime_s), time.perf_counter() - self.started))
-        return m
+
+
+class CountedEvaluator:
+    """``problem.evaluator`` as a method sees it: the Evaluator interface, but every call is a counted
+    :meth:`Problem.evaluate` (so no method can spend more than its budget or evaluate unrecorded)."""
+
+    def __init__(self, problem: Problem) -> None:
+        self._problem = problem
+        self._runtime = problem._runtime
+
+    def __call__(self, placement: Any) -> Measurement:
+        return self._problem.evaluate(placement)
+
+    def batch(self, placements: Any) -> list[Measurement]:
+        return self._problem.evaluate_batch(placements)
+
+    @property
+    def costs(self) -> OpCosts:
+        return self._problem.costs
+
+    def lower_bound(self) -> float:
+        return self._problem.lower_bound()
+
+    def close(self) -> None:
+        self._runtime.close()
 
 
 @dataclass(frozen=True)

@@ -45,3 +45,25 @@ def test_unknown_methods(tiny, paper2):
         resolve_method("baselines.simple:RANDOM_SEARCH_DEFAULT_BUDGET")
     with pytest.raises(pe.InvalidPlacementError):
         solve(lambda problem: [0, 1], Problem.make(tiny, paper2))
+
+
+def test_a_method_cannot_evaluate_around_its_budget():
+    """Calling problem.evaluator directly (or its batch) is counted like problem.evaluate, and stops at the budget."""
+    import placement_env as pe
+
+    graph = pe.load_benchmark("rnnlm-tiny")
+    problem = Problem.make(graph, pe.load_cluster("paper-2gpu"), budget=5)
+    sneaky = pe.random_placements(graph, problem.cluster, 2000, 0)
+
+    def bypass(p):
+        for placement in sneaky:
+            p.evaluator(placement)
+        return placement
+
+    solution = solve(bypass, problem)
+    assert problem.evaluations == 5 and solution.evaluations == 5 and len(problem.improvements) >= 1
+    problem = Problem.make(graph, pe.load_cluster("paper-2gpu"), budget=5)
+    with pytest.raises(BudgetExhausted, match="6 evaluations asked, 5 left"):
+        problem.evaluator.batch(sneaky[:6])
+    assert problem.evaluations == 0 and len(problem.evaluator.batch(sneaky[:5])) == 5 and problem.evaluations == 5
+    assert problem.costs.seconds.shape == (graph.n_ops, 3) and problem.lower_bound() > 0  # free to read

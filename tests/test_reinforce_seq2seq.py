@@ -13,6 +13,7 @@ import torch
 from agents.reinforce_seq2seq import (CHECKPOINT, FINE_TUNING, WARM_START_CANDIDATES, Config, Seq2SeqPolicy, Trainer,
                                       group_features, load_checkpoint, main, place, place_self_imitation, train)
 from agents.run_files import LOG
+import placement_env as pe
 from placement_env import CheckpointMismatchError
 from placement_env.placement import Measurement
 from tf_helpers import tensorboard_scalars
@@ -327,7 +328,7 @@ def test_place_respects_budget(method):
     assert problem.evaluations == 37 and solution.evaluations == 37
     assert solution.placement.shape == (problem.graph.n_groups,)
     assert problem.allowed[np.arange(problem.graph.n_groups), solution.placement].all()
-    m = problem.evaluator(solution.placement)
+    m = pe.evaluate(problem.graph, problem.cluster, solution.placement)
     assert m.ok and m.runtime_s == pytest.approx(problem.best.runtime_s)
 
 

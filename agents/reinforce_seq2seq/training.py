@@ -190,7 +190,7 @@ def train(benchmark: str = "nmt", cluster: str | Cluster = "paper-2gpu", runtime
                 print(f"warm start: {start['method']} ({start['runtime_s']:.4g} s), imitated in "
                       f"{start['imitation_steps']} steps", file=sys.stderr)
         out.mkdir(parents=True, exist_ok=True)
-        lower = float(problem.evaluator.lower_bound())
+        lower = float(problem.lower_bound())
         recorder = RunRecorder(out, trainer, meta, lower, resumed=state is not None,
                                checkpoint_every=checkpoint_every)
         try:
