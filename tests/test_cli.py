@@ -40,3 +40,10 @@ def test_calibrate_command_writes_a_cluster(tmp_path):
     assert main(["calibrate", "synthetic-tiny", "-n", "8", "-o", str(out)]) == 0
     cluster = pe.load_cluster(str(out))
     assert cluster.n_devices == 2 and cluster.local_workers == 2
+
+
+def test_calibrate_needs_enough_placements(capsys):
+    from placement_env.cli import main
+
+    assert main(["calibrate", "rnnlm-tiny", "-n", "0"]) == 2
+    assert "n_placements = 0; expected an integer >= 4" in capsys.readouterr().err

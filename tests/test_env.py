@@ -317,3 +317,9 @@ def test_measured_env_survives_a_killed_worker():
         assert info["ok"], info["message"]
     finally:
         env.close()
+
+
+def test_reset_options_that_are_not_a_dict_are_a_clear_error():
+    env = _make()
+    with pytest.raises(ValueError, match="reset options = 'x'; expected None or a dict with keys from 'benchmark'"):
+        env.reset(options="x")

@@ -355,6 +355,7 @@ def test_place_through_resolve_method():
     (["--backend", "threads"], "--backend"),
     (["--warm-start", "oracle"], "--warm-start"),
     (["--paper", "--warm-start", "expert"], "--paper"),
+    (["--out-dir", __file__], "--out-dir"),
     (["--workers", "0"], "--workers"),
     (["--backend", "process", "--ray-address", "127.0.0.1:1"], "--ray-address"),
 ])

@@ -91,6 +91,8 @@ def _check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
     if args.warm_start is not None and args.warm_start != "best" and args.warm_start not in METHODS:
         parser.error(f"argument --warm-start: unknown method {args.warm_start!r}; choose from best, "
                      f"{', '.join(METHODS)}")
+    if args.out_dir is not None and Path(args.out_dir).exists() and not Path(args.out_dir).is_dir():
+        parser.error(f"argument --out-dir: {args.out_dir} is a file; give a folder (it is made if missing)")
     if args.paper and args.warm_start is not None:
         parser.error("argument --paper: the paper's setting starts from scratch; drop --warm-start")
     if args.ray_address and args.backend == "process":

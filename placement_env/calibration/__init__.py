@@ -78,6 +78,9 @@ def calibrate(graph: OpGraph, cluster: Cluster, *, n_placements: int = 30, seed:
     """
     begin = time.perf_counter()
     if placements is None:
+        if isinstance(n_placements, bool) or not isinstance(n_placements, int) or n_placements < 4:
+            raise ValueError(f"n_placements = {n_placements!r}; expected an integer >= 4 (the fit has 4 or more "
+                             "free parameters and needs at least as many measurements)")
         placements = random_placements(graph, cluster, n_placements, seed, spread=spread)
     placements = np.asarray(placements, dtype=np.int64)
     own = runtime is None

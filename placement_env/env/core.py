@@ -26,6 +26,7 @@ one-hot of the group to place; improve adds ``efficiency`` (1,) = lower bound / 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -234,6 +235,9 @@ class DevicePlacementEnv(gym.Env):
     # ---- gym API ----
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
+        if options is not None and not isinstance(options, Mapping):
+            raise ValueError(f"reset options = {options!r:.60}; expected None or a dict with keys from "
+                             f"{', '.join(map(repr, OPTION_KEYS))}")
         options = dict(options or {})
         unknown = sorted(set(options) - set(OPTION_KEYS))
         if unknown:
