@@ -10,6 +10,8 @@ floor and local moves around the best placement.
 The modules, in the order they build on each other:
 
 * ``config``: :class:`Config` and the presets ``SELF_IMITATION`` and ``FINE_TUNING``;
+* ``recurrence``: the decoder LSTM's steps, recorded, and its backward pass from that record;
+* ``decoding``: the decoder's two passes, sampling group by group and batched scoring with gradients;
 * ``policy``: :class:`Seq2SeqPolicy` (encoder, attention decoder) and its input, :func:`group_features`;
 * ``trainer``: :class:`Trainer` (sampling, the REINFORCE update, local moves, imitation);
 * ``checkpoint``: the checkpoint format, saving, loading, and the checks before a resume;

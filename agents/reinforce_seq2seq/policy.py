@@ -10,13 +10,16 @@
   decoder state with each output, Luong's "general" form) gives a context vector; the logits over
   devices come from [decoder state, context]. The decoder's input projection is computed once per
   device and per group, outside the loop over the groups.
+* Decoding runs in two passes (:mod:`.decoding`): a loop over the groups without gradients draws the devices
+  and records the decoder LSTM's activations, then one batched pass over all groups computes the
+  log-probabilities and entropies with gradients (the LSTM's backward pass from the record: :mod:`.recurrence`).
 * Devices a group cannot run on (``allowed`` False: no kernel) get logit -inf, so they are never
   sampled; logits are divided by a temperature and may get Gaussian noise (exploration, as in TF's
   hierarchical placer) before masking.
 
 ``policy(features, allowed, samples=K)`` samples K placements and returns their summed log-prob
 and entropy (with gradients); ``policy(features, allowed, actions=A)`` scores given placements;
-with both, one pass samples K and scores A (self-imitation). ``policy.decode`` also returns every
+with both, one call samples K and scores A (self-imitation). ``policy.decode`` also returns every
 group's device distribution (local moves around the best placement, in the trainer).
 :func:`problem_features` is the policy's input for a :class:`placement_env.Problem`.
 """
@@ -29,6 +32,8 @@ import torch
 from torch import nn
 
 from placement_env import Problem, graph_features
+
+from .decoding import DecoderTables, Sampling, score, unroll
 
 # env observation fields the group embedding reads (see placement_env.env.features)
 GROUP_FIELDS = ("op_types", "output_shapes", "neighbours", "neighbour_bytes", "compute", "memory", "position")
@@ -109,44 +114,23 @@ class Seq2SeqPolicy(nn.Module):
         if samples < 0 or samples + given == 0:
             raise ValueError(f"samples={samples!r} with {given} given placements; "
                              f"expected something to sample or score")
-        k = samples + given
-        enc, (h, c) = self.encode(features)
-        keys_t = enc.T / self.hidden ** 0.5  # [H, n]
-        # the decoder's input projection, hoisted out of the loop: a table per previous device, a row per group
+        enc, (h0, c0) = self.encode(features)
+        tables = self.decoder_tables(enc)
+        how = Sampling(samples=samples, temperature=temperature, noise_std=noise_std, explore=explore,
+                       generator=generator, greedy=greedy)
+        with torch.no_grad():
+            run = unroll(tables.detached(), h0.detach(), c0.detach(), allowed, actions, how)
+        log_prob, entropy, steps = score(tables, h0, c0, allowed, run, how)
+        return run.actions.T.contiguous(), log_prob, entropy, steps.detach().transpose(0, 1).contiguous()
+
+    def decoder_tables(self, enc: torch.Tensor) -> DecoderTables:
+        """The decoder's tensors for the encoder outputs ``enc`` [n, H]: the LSTM's input projection per previous
+        device and per group, and the attention and head weights folded with the encoder outputs."""
         w_device, w_group = self.decoder.weight_ih.split(self.hidden, dim=1)
-        device_part = self.device_embed.weight @ w_device.T  # [D+1, 4H]
-        group_part = enc @ w_group.T + self.decoder.bias_ih + self.decoder.bias_hh  # [n, 4H]
-        w_hh = self.decoder.weight_hh.T
-        h, c = h.expand(k, -1), c.expand(k, -1)
-        prev = torch.full((k,), self.n_devices, dtype=torch.long)
-        chosen, steps, log_prob, entropy = [], [], torch.zeros(k), torch.zeros(k)
-        uniform = allowed / allowed.sum(dim=1, keepdim=True)
-        for t in range(n):
-            gates = device_part[prev] + group_part[t] + h @ w_hh
-            i, f, g, o = gates.chunk(4, dim=1)
-            c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-            h = torch.sigmoid(o) * torch.tanh(c)
-            scores = self.att_query(h) @ keys_t  # [K, n]
-            context = torch.softmax(scores, dim=1) @ enc  # [K, H]
-            logits = self.head(torch.cat([h, context], dim=1)) / temperature
-            if noise_std > 0:
-                logits = logits + noise_std * torch.randn(logits.shape, generator=generator)
-            logits = logits.masked_fill(~allowed[t], float("-inf"))
-            logp = torch.log_softmax(logits, dim=1)
-            if explore > 0:
-                mixture = (1 - explore) * logp.exp() + explore * uniform[t]
-                logp = torch.log(mixture.clamp_min(1e-30)).masked_fill(~allowed[t], float("-inf"))
-            with torch.no_grad():
-                a = torch.zeros(0, dtype=torch.long)
-                if samples:
-                    a = logp[:samples].argmax(dim=1) if greedy else \
-                        torch.multinomial(logp[:samples].exp(), 1, generator=generator).squeeze(1)
-                if given:
-                    a = torch.cat([a, actions[:, t]])
-            log_prob = log_prob + logp.gather(1, a[:, None]).squeeze(1)
-            safe = logp.masked_fill(~allowed[t], 0.0)  # 0 * -inf would make NaN gradients
-            entropy = entropy - (safe.exp() * safe).masked_fill(~allowed[t], 0.0).sum(dim=1)
-            chosen.append(a)
-            steps.append(logp.detach())
-            prev = a
-        return torch.stack(chosen, dim=1), log_prob, entropy, torch.stack(steps, dim=1)
+        w_state, w_context = self.head.weight.split(self.hidden, dim=1)
+        return DecoderTables(
+            device_gates=self.device_embed.weight @ w_device.T,
+            group_gates=enc @ w_group.T + self.decoder.bias_ih + self.decoder.bias_hh,
+            w_hh=self.decoder.weight_hh,
+            attention=self.att_query.weight.T @ (enc.T / self.hidden ** 0.5),
+            state_logits=w_state.T, context_logits=enc @ w_context.T, bias=self.head.bias)

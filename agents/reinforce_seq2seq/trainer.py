@@ -51,7 +51,7 @@ class Trainer:
         self.allowed = torch.as_tensor(np.asarray(allowed, bool))
         torch.manual_seed(seed)
         self.policy = Seq2SeqPolicy(self.features.shape[1], self.allowed.shape[1], hidden=config.hidden)
-        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.lr)
+        self.optimizer = torch.optim.Adam(self.policy.parameters(), lr=config.lr, foreach=True)
         self.generator = torch.Generator().manual_seed(seed + 1)
         self.baseline: float | None = None
         self.spread: float | None = None
@@ -185,7 +185,7 @@ class Trainer:
         """Warm start: fit the policy to ``placement`` (teacher forcing, its own Adam) until the geometric mean
         of the per-group probabilities of that placement reaches ``target_prob``; the number of steps taken."""
         actions = torch.as_tensor(np.asarray(placement, np.int64))[None]
-        optimizer = torch.optim.Adam(self.policy.parameters(), lr=lr)
+        optimizer = torch.optim.Adam(self.policy.parameters(), lr=lr, foreach=True)
         n = self.features.shape[0]
         self.policy.train()
         for step in range(1, max_steps + 1):
