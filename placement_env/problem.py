@@ -168,7 +168,7 @@ class CountedEvaluator:
 
 @dataclass(frozen=True)
 class Solution:
-    """What running a method gave: its placement, and what finding it cost."""
+    """What running a method gave: its placement, and what finding it cost (the evaluations it spent)."""
 
     method: str
     placement: np.ndarray
@@ -203,6 +203,7 @@ def solve(method: Method | str, problem: Problem, name: str | None = None) -> So
     label = name or (method if isinstance(method, str) else getattr(method, "__name__", repr(method)))
     function = resolve_method(method) if isinstance(method, str) else method
     start = problem.started = time.perf_counter()
+    spent_before = problem.evaluations
     try:
         placement = function(problem)
     except BudgetExhausted:
@@ -211,5 +212,5 @@ def solve(method: Method | str, problem: Problem, name: str | None = None) -> So
         placement = problem.best.placement
     wall = time.perf_counter() - start
     checked = check_placement(problem.graph, problem.cluster, placement)
-    return Solution(method=label, placement=np.array(checked), evaluations=problem.evaluations, wall_s=wall,
-                    improvements=tuple(problem.improvements))
+    return Solution(method=label, placement=np.array(checked), evaluations=problem.evaluations - spent_before,
+                    wall_s=wall, improvements=tuple(problem.improvements))
