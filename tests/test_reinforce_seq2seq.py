@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import math
 import pathlib
 import socket
@@ -12,7 +13,7 @@ import torch
 
 from agents.reinforce_seq2seq import (CHECKPOINT, FINE_TUNING, WARM_START_CANDIDATES, Config, Seq2SeqPolicy, Trainer,
                                       group_features, load_checkpoint, main, place, place_self_imitation, train)
-from agents.run_files import LOG
+from agents.run_files import BEST_JSON, LOG
 import placement_env as pe
 from placement_env import CheckpointMismatchError
 from placement_env.placement import Measurement
@@ -540,3 +541,36 @@ def test_warm_start_starts_from_the_baseline(method, tmp_path):
     assert result.best_runtime_s <= min(runtimes.values()) + 1e-12
     state = load_checkpoint(tmp_path / CHECKPOINT)
     assert state["config"]["warm_start"] == method and result.evaluations == len(runtimes) + 16
+
+
+def test_the_best_placement_is_on_disk_as_soon_as_it_improves(tmp_path):
+    """Between checkpoints too, so a SIGKILLed run loses no best placement."""
+    seen = []
+
+    def evaluator(placements):
+        if len(seen) == 3:  # a later update: the best so far must already be on disk
+            record = json.loads((tmp_path / BEST_JSON).read_text())
+            assert record["runtime_s"] == min(seen)
+        measurements = [Measurement(runtime_s=1.0 + float(p.sum()) * 1e-3, ok=True) for p in placements]
+        seen.append(min(m.runtime_s for m in measurements))
+        return measurements
+
+    train("rnnlm-tiny", budget=5 * 4, samples=4, out_dir=tmp_path, progress=False, evaluator=evaluator,
+          checkpoint_every=1000)
+    assert len(seen) == 5
+
+
+def test_an_interrupted_command_line_run_still_exports_its_best_placement(tmp_path, monkeypatch, capsys):
+    import agents.reinforce_seq2seq.cli as cli
+
+    real_train = cli.train
+
+    def interrupted_train(*args, **kwargs):
+        kwargs["budget"] = 16
+        real_train(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "train", interrupted_train)
+    assert main(["--benchmark", "rnnlm-tiny", "--paper", "--budget", "16", "--samples", "8", "--out-dir", str(tmp_path),
+                 "--no-progress"]) == 130
+    assert (tmp_path / "best_placement.pb").exists() and "placed TF graph" in capsys.readouterr().err

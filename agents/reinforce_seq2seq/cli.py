@@ -11,6 +11,7 @@ log are kept)."""
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any, Sequence
 
 from agents.arguments import check_task_arguments, non_negative_float, non_negative_int, positive_float, positive_int
 from agents.report import baseline_table, curve_references, plot_curve
-from agents.run_files import BEST_PB, CURVE, export_best
+from agents.run_files import BEST_JSON, BEST_PB, CURVE, export_best
 from placement_env import METHODS, CheckpointMismatchError, ParallelEvaluator, PlacementEnvError
 from placement_env.evaluation import RUNTIMES
 from placement_env.parallel import BACKENDS
@@ -161,6 +162,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print(f"\ninterrupted; checkpoint and log written to {out}", file=sys.stderr)
+        if (out / BEST_JSON).exists():  # the placed graph of the best placement so far, as after a full run
+            print(export_best(args.benchmark, args.cluster, json.loads((out / BEST_JSON).read_text())["placement"],
+                              out / BEST_PB), file=sys.stderr)
         return 130
     _report(args, result, out)
     return 0

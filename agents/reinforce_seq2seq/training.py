@@ -96,6 +96,7 @@ class RunRecorder:
                  checkpoint_every: int) -> None:
         self.out, self.trainer, self.meta, self.lower_bound_s = out, trainer, meta, lower_bound_s
         self.checkpoint_every = checkpoint_every
+        self.written_best_s = math.inf  # the runtime in best_placement.json
         if resumed:
             write_log(out / LOG, trainer.history, LOG_COLUMNS)
         self.board = TensorBoardLog(out / TENSORBOARD, trainer.history)
@@ -110,6 +111,8 @@ class RunRecorder:
         self.board.write(row)
         if self.trainer.updates % self.checkpoint_every == 0:
             self.checkpoint()
+        elif self.trainer.best_runtime_s < self.written_best_s:  # a SIGKILL loses no best placement
+            self.write_best()
 
     def checkpoint(self, final: bool = False) -> None:
         """The checkpoint and ``best_placement.json``; ``final``: also the whole log, rewritten."""
@@ -117,11 +120,17 @@ class RunRecorder:
         save_checkpoint(self.out / CHECKPOINT, trainer, meta)
         if final:  # while training, rows are appended to the open log instead
             write_log(self.out / LOG, trainer.history, LOG_COLUMNS)
+        self.write_best()
+
+    def write_best(self) -> None:
+        """``best_placement.json``, written atomically (a reader never sees half a file)."""
+        trainer = self.trainer
         if trainer.best_placement is not None:
-            record = {**meta, "placement": trainer.best_placement.tolist(), "runtime_s": trainer.best_runtime_s,
+            record = {**self.meta, "placement": trainer.best_placement.tolist(), "runtime_s": trainer.best_runtime_s,
                       "lower_bound_s": self.lower_bound_s, "evaluations": trainer.evaluations,
                       "updates": trainer.updates}
             atomic_write(self.out / BEST_JSON, lambda handle: json.dump(record, handle, indent=1))
+            self.written_best_s = trainer.best_runtime_s
 
     def close(self) -> None:
         """Close the logs, write the final checkpoint and the learning curve (also after an interrupt)."""
