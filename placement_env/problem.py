@@ -60,7 +60,9 @@ class Problem:
     ``benchmark``: the benchmark's name (e.g. ``"rnnlm"``, ``"nmt-tiny"``), for methods such as the
     expert placement that know a model's structure. ``budget``: how many runtime evaluations
     ``evaluate`` allows (None: unlimited). ``costs``: per-op seconds on every device, what
-    cost-model heuristics (HEFT, m-ETF, ...) use without spending the budget.
+    cost-model heuristics (HEFT, m-ETF, ...) use without spending the budget. ``evaluator``: given
+    as the runtime, kept as a :class:`CountedEvaluator`, so a method that calls it directly (or its
+    ``batch``) is counted and stopped at the budget like ``evaluate``.
     """
 
     graph: OpGraph
