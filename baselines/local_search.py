@@ -41,10 +41,7 @@ FINAL_TEMPERATURE_RATIO = 1e-3
 def hill_climbing(problem: Problem, *, start: str = "scratch", max_groups: int = 4,
                   restart_after: int = RESTART_AFTER, restart_groups: int = RESTART_GROUPS) -> np.ndarray:
     """First-improvement hill climbing with perturbation restarts (see the module docstring)."""
-    check_start(start)
-    scores = Scores(problem, search_budget(problem, "hill_climbing"))
-    current = start_placement(problem, scores, start)
-    moves = Moves(problem.allowed, problem.rng, max_groups)
+    scores, current, moves = _walk_start(problem, "hill_climbing", start, max_groups)
     if scores.exhausted or not moves.possible:
         return scores.best_or(current)
     current_runtime, failures = scores.runtime(current), 0
@@ -71,10 +68,7 @@ def simulated_annealing(problem: Problem, *, start: str = "scratch", max_groups:
                         initial_temperature: float = INITIAL_TEMPERATURE,
                         final_temperature_ratio: float = FINAL_TEMPERATURE_RATIO) -> np.ndarray:
     """Simulated annealing on the relative runtime change, geometric cooling over the budget."""
-    check_start(start)
-    scores = Scores(problem, search_budget(problem, "simulated_annealing"))
-    current = start_placement(problem, scores, start)
-    moves = Moves(problem.allowed, problem.rng, max_groups)
+    scores, current, moves = _walk_start(problem, "simulated_annealing", start, max_groups)
     if scores.exhausted or not moves.possible:
         return scores.best_or(current)
     current_runtime = scores.runtime(current)
@@ -92,6 +86,13 @@ def simulated_annealing(problem: Problem, *, start: str = "scratch", max_groups:
 def simulated_annealing_warm(problem: Problem) -> np.ndarray:
     """Simulated annealing from the best zero-budget heuristic."""
     return simulated_annealing(problem, start="best_heuristic")
+
+
+def _walk_start(problem: Problem, name: str, start: str, max_groups: int) -> tuple[Scores, np.ndarray, Moves]:
+    """What a walk begins with: its scores (the budget), its start placement and its move generator."""
+    check_start(start)
+    scores = Scores(problem, search_budget(problem, name))
+    return scores, start_placement(problem, scores, start), Moves(problem.allowed, problem.rng, max_groups)
 
 
 def _accept(runtime: float, current: float, temperature: float, rng: np.random.Generator) -> bool:
