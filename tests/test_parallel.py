@@ -217,3 +217,38 @@ def test_bad_arguments():
 def test_import_does_not_import_ray():
     code = "import sys, placement_env.parallel; assert 'ray' not in sys.modules, 'ray imported'"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[1])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie waiting for its reaper is gone for our purpose
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_workers_exit_when_their_parent_is_killed(tmp_path):
+    """SIGKILL of the process that owns a ParallelEvaluator leaves no worker process behind."""
+    script = tmp_path / "owner.py"
+    script.write_text(
+        "import time\n"
+        "from placement_env import ParallelEvaluator\n"
+        "if __name__ == '__main__':  # spawned workers import this file again\n"
+        "    ev = ParallelEvaluator('rnnlm-tiny', 'paper-2gpu', workers=2)\n"
+        "    print(' '.join(map(str, ev.worker_pids())), flush=True)\n"
+        "    time.sleep(600)\n")
+    owner = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                             cwd=Path(__file__).resolve().parents[1])
+    try:
+        pids = [int(p) for p in owner.stdout.readline().split()]
+        assert len(pids) == 2 and all(_alive(p) for p in pids)
+    finally:
+        owner.kill()
+        owner.wait()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in pids), f"workers {pids} outlived their parent"

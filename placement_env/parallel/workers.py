@@ -6,6 +6,8 @@ dict, and then evaluates the placements it is sent.
 from __future__ import annotations
 
 import os
+import threading
+import time
 from typing import Any, Callable
 
 import numpy as np
@@ -28,8 +30,22 @@ _EVALUATOR: Any = None  # the process worker's evaluator
 _START_ERROR: BaseException | None = None  # why it could not be built (re-raised by every task)
 
 
+PARENT_POLL_S = 1.0  # how often a worker process checks that the process that started it is alive
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Leave as soon as the parent is gone (SIGKILLed: no pool shutdown will ever come), so no worker,
+    and no TF worker its evaluator started, is orphaned under PID 1."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_POLL_S)
+    if _EVALUATOR is not None and hasattr(_EVALUATOR, "close"):
+        _EVALUATOR.close()
+    os._exit(0)
+
+
 def process_init(*spec: Any) -> None:
     global _EVALUATOR, _START_ERROR
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True, name="parent-watch").start()
     try:
         _EVALUATOR = build_evaluator(*spec)
     except BaseException as error:  # raising here would only show as a broken pool
