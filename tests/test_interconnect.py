@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from placement_env.cluster import Cluster
-from placement_env.runtime.simulated import simulate
+from placement_env.runtime.simulated import simulate, simulate_batch
 from test_simulated import make_graph, seconds
 from test_topology import two_boards
 
@@ -106,3 +106,36 @@ def test_views_share_their_input_buffer_until_their_own_consumers_are_done():
     # a view on another device forwards the received copy, which then lives until op2 ends there
     across = simulate(g, forwarding, costs, [1, 2, 2], schedule=True)
     assert across.peak_bytes.tolist() == [0, 100, 100, 0, 0]
+
+
+def sum_of_three(memory):
+    """ops 0-2 (100-byte outputs, 1 s each) feed the AddN op3; one GPU-like device of ``memory`` bytes."""
+    g = make_graph(4, [(0, 3, 0, 100), (1, 3, 0, 100), (2, 3, 0, 100)], outputs=[[100], [100], [100], [100]])
+    g = dataclasses.replace(g, op_types=np.array(["MatMul", "MatMul", "MatMul", "AddN"]))
+    cluster = dataclasses.replace(two_boards(), accumulate_sums=True)
+    devices = tuple(dataclasses.replace(d, memory_bytes=memory) for d in cluster.devices)
+    return g, dataclasses.replace(cluster, devices=devices)
+
+
+def test_a_device_near_full_adds_the_inputs_of_a_large_sum_as_they_arrive():
+    g, roomy = sum_of_three(memory=1000)  # peak 400 <= 80% of 1000: no rewrite, all inputs live at once
+    costs = seconds([1.0, 1.0, 1.0, 1.0], 5)
+    kept = simulate(g, roomy, costs, [1, 1, 1, 1])
+    assert kept.ok and kept.peak_bytes[1] == 400
+    g, tight = sum_of_three(memory=450)  # 400 > 360: grappler rewrites the sum into an accumulation
+    added = simulate(g, tight, costs, [1, 1, 1, 1], schedule=True)
+    assert added.ok and added.peak_bytes[1] == 200  # the accumulator plus one input being produced
+    assert added.runtime_s == kept.runtime_s == 4.0
+    in_use_at = lambda t: added.schedule.memory_in_use[1, np.searchsorted(added.schedule.memory_time, t, side="right") - 1]
+    assert in_use_at(1.5) == 200 and in_use_at(3.5) == 100
+    # an input received from another device is added in (and its copy freed) when it arrives: at
+    # t = 1 the accumulator, op1's output and the arriving copy of op2's output, then 200 again
+    across = simulate(g, tight, costs, [1, 1, 2, 1], schedule=True)
+    assert across.ok and across.peak_bytes[1] == 300
+    assert across.schedule.memory_in_use[1, -2] == 100  # op1's output added in; only the sum is left
+    # without the cluster's accumulate_sums a 350-byte device cannot hold the four buffers
+    g, small = sum_of_three(memory=350)
+    assert not simulate(g, dataclasses.replace(small, accumulate_sums=False), costs, [1, 1, 1, 1]).ok
+    assert simulate(g, small, costs, [1, 1, 1, 1]).ok
+    batch = simulate_batch(g, small, costs, np.array([[1, 1, 1, 1], [1, 1, 2, 1]]))
+    assert [m.peak_bytes[1] for m in batch] == [200, 300]

@@ -53,6 +53,11 @@ class Cluster:
     # executor does (True on the machines that model TF as it runs; the ideal presets count every
     # output as a new buffer).
     buffer_forwarding: bool = False
+    # Whether a device whose peak memory passes 80% of its capacity sums large gradients as they
+    # arrive, as grappler's memory optimizer makes TF do (SchedulingPass: an AddN of more than two
+    # inputs becomes a temporary variable that each input is added into, so the inputs need not
+    # all be alive at once). The ideal presets keep every input of a sum until the sum runs.
+    accumulate_sums: bool = False
 
     def __post_init__(self) -> None:
         nonempty_str(self.name, "name")
@@ -88,6 +93,9 @@ class Cluster:
         if not isinstance(self.buffer_forwarding, (bool, np.bool_)):
             raise bad("buffer_forwarding", self.buffer_forwarding, "true or false")
         object.__setattr__(self, "buffer_forwarding", bool(self.buffer_forwarding))
+        if not isinstance(self.accumulate_sums, (bool, np.bool_)):
+            raise bad("accumulate_sums", self.accumulate_sums, "true or false")
+        object.__setattr__(self, "accumulate_sums", bool(self.accumulate_sums))
         if self.topology is not None:
             self._check_topology()
 
@@ -113,18 +121,19 @@ class Cluster:
                 and np.array_equal(self.latency, other.latency)
                 and self.topology == other.topology
                 and self.transfer_overhead_s == other.transfer_overhead_s
-                and self.buffer_forwarding == other.buffer_forwarding)
+                and self.buffer_forwarding == other.buffer_forwarding
+                and self.accumulate_sums == other.accumulate_sums)
 
     def __hash__(self) -> int:
         return hash((self.name, self.devices, self.local_workers, self.remote_target,
                      tuple(sorted(self.remote_jobs.items())), self.bandwidth.tobytes(), self.latency.tobytes(),
-                     self.topology, self.transfer_overhead_s, self.buffer_forwarding))
+                     self.topology, self.transfer_overhead_s, self.buffer_forwarding, self.accumulate_sums))
 
     def __reduce__(self) -> tuple:
         # Rebuild through __init__ so an unpickled cluster is validated and its arrays read-only.
         return (Cluster, (self.name, self.devices, self.bandwidth, self.latency, self.local_workers,
                           self.remote_target, dict(self.remote_jobs), self.topology, self.transfer_overhead_s,
-                          self.buffer_forwarding))
+                          self.buffer_forwarding, self.accumulate_sums))
 
     # -- array views for simulators ---------------------------------------------------------
 
@@ -241,6 +250,8 @@ class Cluster:
             lines.append(f"  fixed cost per cross-device tensor: {self.transfer_overhead_s * 1e6:.1f} us")
         if self.buffer_forwarding:
             lines.append("  views and variable reads share their input's buffer (TF's buffer forwarding)")
+        if self.accumulate_sums:
+            lines.append("  a device past 80% of its memory adds large sums' inputs as they arrive (grappler)")
         if self.topology is not None:
             return "\n".join(lines + self.topology.describe([d.name for d in self.devices]))
         if groups:

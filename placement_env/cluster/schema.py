@@ -34,7 +34,7 @@ C = TypeVar("C", bound="Cluster")
 DEVICE_REQUIRED = ("name", "kind", "peak_flops", "memory_bandwidth", "memory_bytes", "concurrency")
 DEVICE_OPTIONAL = ("tf_device", "op_overhead_s", *FRACTIONS)
 CLUSTER_REQUIRED = ("name", "devices")
-CLUSTER_OPTIONAL = ("default_link", "links", "topology", "transfer_overhead_s", "buffer_forwarding", "local_workers",
+CLUSTER_OPTIONAL = ("default_link", "links", "topology", "transfer_overhead_s", "buffer_forwarding", "accumulate_sums", "local_workers",
                     "remote_target", "remote_jobs")
 TOPOLOGY_REQUIRED = ("links",)
 TOPOLOGY_OPTIONAL = ("switches",)
@@ -91,6 +91,8 @@ def to_dict(cluster: Cluster) -> dict[str, Any]:
         out["transfer_overhead_s"] = cluster.transfer_overhead_s
     if cluster.buffer_forwarding:
         out["buffer_forwarding"] = True
+    if cluster.accumulate_sums:
+        out["accumulate_sums"] = True
     if cluster.topology is not None:
         out["topology"] = {
             "switches": list(cluster.topology.switches),
@@ -158,7 +160,8 @@ def from_dict(cls: type[C], data: Mapping[str, Any]) -> C:
                local_workers=data.get("local_workers", 0), remote_target=data.get("remote_target", ""),
                remote_jobs=data.get("remote_jobs", {}), topology=topology,
                transfer_overhead_s=data.get("transfer_overhead_s", 0.0),
-               buffer_forwarding=data.get("buffer_forwarding", False))
+               buffer_forwarding=data.get("buffer_forwarding", False),
+               accumulate_sums=data.get("accumulate_sums", False))
 
 
 def _topology(data: dict) -> Topology | None:

@@ -29,8 +29,11 @@ Semantics (one training step):
   producer ends); a received copy lives on the destination from the transfer's start until the
   end of its last consumer there. On a cluster with ``buffer_forwarding`` the output of a view or
   variable read (``BUFFER_FORWARDING_OPS``) allocates nothing: it shares its input's buffer, which
-  then lives until the view's own consumers are done too. A peak above ``memory_bytes`` gives
-  failure "oom".
+  then lives until the view's own consumers are done too. On a cluster with ``accumulate_sums``, a
+  device whose peak passes 80% of its memory has its sums rewritten as grappler's memory optimizer
+  does (an AddN or AccumulateNV2 of more than two data inputs becomes an accumulator): the step is
+  simulated again with each such sum on that device allocating its output when its first input
+  arrives and freeing every input as it arrives. A peak above ``memory_bytes`` gives failure "oom".
 
 ``SimulationPlan(graph, cluster, op_seconds)`` prepares the placement-independent arrays once;
 ``.run(placement)`` and ``.run_batch(placements)`` then cost only the compiled loop of
@@ -51,9 +54,11 @@ from ..errors import InvalidPlacementError
 from ..opgraph import BUFFER_FORWARDING_OPS, OpGraph
 from ..placement import Measurement, check_placement, kernel_violations
 from ..schedule import Schedule
-from .simulator_core import simulate_core, simulate_many
+from .simulator_core import accumulating_devices, simulate_core, simulate_many
 
 __all__ = ["SimulationPlan", "simulate", "simulate_batch", "plan_for"]
+
+SUM_OPS = ("AddN", "AccumulateNV2")
 
 
 class SimulationPlan:
@@ -96,6 +101,13 @@ class SimulationPlan:
         self.res_latency = np.ascontiguousarray(routes.resource_latency, dtype=np.float64)
         self.transfer_overhead = float(cluster.transfer_overhead_s)
         self.capacity = cluster.memory_bytes.astype(np.int64)
+        self.is_sum = self._sums(graph) if cluster.accumulate_sums else np.zeros(n, np.bool_)
+
+    def _sums(self, graph: OpGraph) -> np.ndarray:
+        """Per op: a sum grappler may turn into an accumulation (AddN or AccumulateNV2 of more than
+        two data inputs, memory_optimizer.cc)."""
+        data_inputs = np.bincount(self.edge_dst[self.edge_gout >= 0], minlength=graph.n_ops)
+        return np.isin(graph.op_types, SUM_OPS) & (data_inputs > 2)
 
     def _forwarding(self, graph: OpGraph, enabled: bool) -> tuple[np.ndarray, np.ndarray]:
         """Per op, the in-edge whose buffer its output shares (-1: none), and the same per output.
@@ -124,7 +136,7 @@ class SimulationPlan:
                 self.in_edges, self.output_ptr, self.output_bytes, self.forward_edge, self.out_forward_edge,
                 self.persistent, self.concurrency, self.op_share,
                 self.latency, self.route_ptr, self.route_res, self.res_bandwidth, self.res_latency,
-                self.transfer_overhead)
+                self.transfer_overhead, self.is_sum)
 
     # ---- results ----
     def _no_kernel(self, placement: np.ndarray, bad: np.ndarray) -> Measurement:
@@ -157,6 +169,14 @@ class SimulationPlan:
                            peak_bytes=np.asarray(peak, np.int64).copy(), busy_s=np.asarray(busy, np.float64).copy(),
                            bytes_moved=int(moved), placement=placement, runtime="sim", schedule=schedule)
 
+    def _core(self, dev: np.ndarray, schedule: bool) -> tuple:
+        """simulate_core on ``dev``, run again with accumulating sums where the first run's peak calls for it."""
+        result = simulate_core(dev, *self._args(), np.zeros(self.cluster.n_devices, np.bool_), schedule)
+        rewrite = accumulating_devices(dev, self.is_sum, result[1], self.capacity)
+        if rewrite.any():
+            result = simulate_core(dev, *self._args(), rewrite, schedule)
+        return result
+
     def run(self, placement: Any, *, schedule: bool = False) -> Measurement:
         """Simulate one step of ``placement`` (one device per group); ``schedule=True`` records its Schedule."""
         placement = check_placement(self.graph, self.cluster, placement)
@@ -165,7 +185,7 @@ class SimulationPlan:
             return self._no_kernel(placement, bad)
         dev = np.ascontiguousarray(placement[self.group], dtype=np.int64)
         (makespan, peak, busy, moved, started, op_start, op_end, t_src, t_out, t_sdev, t_ddev, t_start, t_end,
-         t_bytes, mem_time, mem_trace) = simulate_core(dev, *self._args(), bool(schedule))
+         t_bytes, mem_time, mem_trace) = self._core(dev, bool(schedule))
         if started != self.graph.n_ops:  # cannot happen for a DAG; guard against corrupt graphs
             raise RuntimeError(f"simulation started {started} of {self.graph.n_ops} ops")
         timeline = None
@@ -193,7 +213,7 @@ class SimulationPlan:
                 todo.append(r)
         if todo:
             batch = np.ascontiguousarray(np.stack([checked[r] for r in todo]), dtype=np.int64)
-            runtimes, peaks, busys, moved = simulate_many(batch, self.group, *self._args())
+            runtimes, peaks, busys, moved = simulate_many(batch, self.group, *self._args(), self.capacity)
             for k, r in enumerate(todo):
                 results[r] = self._measurement(checked[r], runtimes[k], peaks[k], busys[k], moved[k])
         return results  # type: ignore[return-value]

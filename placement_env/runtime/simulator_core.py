@@ -15,7 +15,7 @@ from numba import njit
 
 from .heaps import ev_pop, ev_push, int_pop, int_push
 
-__all__ = ["simulate_core", "simulate_many"]
+__all__ = ["accumulating_devices", "simulate_core", "simulate_many"]
 
 # Event kinds, in the order events of one instant are processed.
 _EV_OP = 0
@@ -63,6 +63,26 @@ def _release(e, d, edge_gout, edge_tid, out_refs, t_refs, output_bytes, t_bytes,
     return n_notes
 
 
+@njit(cache=True)
+def _add_in(e, j, d, early, sum_allocated, output_ptr, output_bytes, edge_gout, edge_tid, out_refs, t_refs, t_bytes,
+            out_forward_edge, mem, peak, record, mem_time, mem_trace, n_notes, now):
+    """Data in-edge ``e`` of the accumulating sum ``j`` on device ``d`` has arrived: allocate the
+    sum's output if this is its first input, add the input in and free it. Returns the timeline's length."""
+    if not sum_allocated[j]:
+        sum_allocated[j] = True
+        alloc = 0
+        for o in range(output_ptr[j], output_ptr[j + 1]):
+            alloc += output_bytes[o]
+        if alloc > 0:
+            mem[d] += alloc
+            if mem[d] > peak[d]:
+                peak[d] = mem[d]
+            n_notes = _note(record, mem_time, mem_trace, n_notes, now, mem, alloc)
+    early[e] = True
+    return _release(e, d, edge_gout, edge_tid, out_refs, t_refs, output_bytes, t_bytes, out_forward_edge, mem,
+                    record, mem_time, mem_trace, n_notes, now)
+
+
 @njit(cache=True, inline="always")
 def _service(elapsed, k, share):
     """Whole-device service each of ``k`` active ops receives in ``elapsed`` seconds: 1/k of the
@@ -83,8 +103,12 @@ def _real_time(service, k, share):
 @njit(cache=True)
 def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
                   output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency, op_share,
-                  latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, record):
+                  latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, is_sum,
+                  accumulating, record):
     """One step of the placement ``dev`` (device per op); see the simulated runtime's module docstring.
+
+    A sum (``is_sum``) placed on a device with ``accumulating`` true allocates its output when its
+    first data input arrives and frees each input as soon as it arrives (it is added in at once).
 
     Returns (makespan, peak, busy, bytes_moved, ops started, op_start, op_end, then per transfer its
     source op, output, source device, destination device, start, end and bytes, then the memory
@@ -147,6 +171,8 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
     for i in range(n):
         mem[dev[i]] += persistent[i]
     peak = mem.copy()
+    early = np.zeros(m, np.bool_)  # in-edges whose buffer an accumulating sum already freed
+    sum_allocated = np.zeros(n, np.bool_)
     n_trace = 1 + n + n_out + 2 * m if record else 1  # at most: allocations, output frees, copies in/out
     mem_time = np.zeros(n_trace)
     mem_trace = np.empty((n_trace, n_dev), np.int64)
@@ -218,8 +244,9 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                 dur = op_seconds[i, d]
                 op_start[i] = now
                 alloc = 0
-                for o in range(output_ptr[i], output_ptr[i + 1]):
-                    alloc += output_bytes[o]
+                if not sum_allocated[i]:
+                    for o in range(output_ptr[i], output_ptr[i + 1]):
+                        alloc += output_bytes[o]
                 if alloc > 0:
                     mem[d] += alloc
                     if mem[d] > peak[d]:
@@ -283,7 +310,7 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
             # free inputs whose last local consumer this was (an alias keeps the input it forwards)
             for k in range(in_ptr[i], in_ptr[i + 1]):
                 e = in_edges[k]
-                if edge_gout[e] >= 0 and e != forward_edge[i]:
+                if edge_gout[e] >= 0 and e != forward_edge[i] and not early[e]:
                     n_notes = _release(e, di, edge_gout, edge_tid, out_refs, t_refs, output_bytes, t_bytes,
                                        out_forward_edge, mem, record, mem_time, mem_trace, n_notes, now)
             # outputs nobody consumes
@@ -301,6 +328,10 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                     remaining[j] -= 1
                     if remaining[j] == 0:
                         ready_size[dj] = int_push(ready[dj], ready_size[dj], j)
+                    if edge_gout[e] >= 0 and is_sum[j] and accumulating[dj]:
+                        n_notes = _add_in(e, j, dj, early, sum_allocated, output_ptr, output_bytes, edge_gout,
+                                          edge_tid, out_refs, t_refs, t_bytes, out_forward_edge, mem, peak, record,
+                                          mem_time, mem_trace, n_notes, now)
                 elif edge_gout[e] < 0:
                     n_ev = ev_push(ev_keys, ev_vals, n_ev, now + transfer_overhead + latency[di, dj],
                                     _EV_CONTROL * cap + e)
@@ -352,10 +383,14 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                 e = t_head[tid]
                 while e >= 0:
                     j = edge_dst[e]
+                    dj = dev[j]
                     remaining[j] -= 1
                     if remaining[j] == 0:
-                        dj = dev[j]
                         ready_size[dj] = int_push(ready[dj], ready_size[dj], j)
+                    if is_sum[j] and accumulating[dj]:
+                        n_notes = _add_in(e, j, dj, early, sum_allocated, output_ptr, output_bytes, edge_gout,
+                                          edge_tid, out_refs, t_refs, t_bytes, out_forward_edge, mem, peak, record,
+                                          mem_time, mem_trace, n_notes, now)
                     e = e_next[e]
             elif kind == _EV_TRANSFER_START:
                 dj = t_ddev[idx]
@@ -375,11 +410,32 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
             t_bytes[:n_t].copy(), mem_time[:n_notes].copy(), mem_trace[:n_notes].copy())
 
 
+# Grappler's memory optimizer rewrites a device's sums into accumulations once its (static) peak
+# passes this share of the device's memory (memory_optimizer.cc, SchedulingPass: 0.8).
+_SUM_REWRITE_SHARE = 0.8
+
+
+@njit(cache=True)
+def accumulating_devices(dev, is_sum, peak, capacity):
+    """Per device: whether a step with ``peak`` bytes there would have its sums (``is_sum``, placed by
+    ``dev``) rewritten into accumulations. All false when there is nothing to rewrite."""
+    n_dev = capacity.shape[0]
+    has_sum = np.zeros(n_dev, np.bool_)
+    for i in range(dev.shape[0]):
+        if is_sum[i]:
+            has_sum[dev[i]] = True
+    out = np.zeros(n_dev, np.bool_)
+    for d in range(n_dev):
+        out[d] = has_sum[d] and peak[d] > _SUM_REWRITE_SHARE * capacity[d]
+    return out
+
+
 @njit(cache=True)
 def simulate_many(placements, group, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
                   output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency, op_share,
-                  latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead):
-    """:func:`simulate_core` for every row of ``placements`` (device per group; ``group``: group per op).
+                  latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, is_sum, capacity):
+    """:func:`simulate_core` for every row of ``placements`` (device per group; ``group``: group per op),
+    each run a second time with accumulating sums where its first run's peak calls for it.
 
     Returns (runtimes, peaks [k, device], busy seconds [k, device], bytes moved); records no schedule.
     """
@@ -390,13 +446,20 @@ def simulate_many(placements, group, op_seconds, out_ptr, edge_dst, edge_gout, e
     busys = np.empty((k, n_dev))
     moved = np.empty(k, np.int64)
     dev = np.empty(group.shape[0], np.int64)
+    accumulating = np.zeros(n_dev, np.bool_)
     for r in range(k):
         for i in range(group.shape[0]):
             dev[i] = placements[r, group[i]]
         res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
                             output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency,
                             op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
-                            False)
+                            is_sum, accumulating, False)
+        rewrite = accumulating_devices(dev, is_sum, res[1], capacity)
+        if rewrite.any():
+            res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
+                                output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency,
+                                op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
+                                transfer_overhead, is_sum, rewrite, False)
         runtimes[r] = res[0]
         peaks[r] = res[1]
         busys[r] = res[2]
