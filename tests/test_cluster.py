@@ -1,6 +1,7 @@
 """Cluster presets, validation messages, JSON round trips and load_cluster's accepted forms."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 
@@ -191,3 +192,13 @@ def test_default_tf_devices_and_equality() -> None:
     assert [d.tf_device.rsplit("/", 1)[1] for d in cluster.devices] == [
         "device:CPU:0", "device:GPU:0", "device:GPU:1"]
     assert cluster != load_cluster("paper-2gpu") and cluster != "small"
+
+
+def test_the_digest_fingerprints_the_whole_definition():
+    from placement_env.cluster import load_cluster
+
+    k80 = load_cluster("k80-2gpu")
+    assert k80.digest == load_cluster("k80-2gpu").digest and len(k80.digest) == 16
+    assert dataclasses.replace(k80, name="paper-2gpu").digest != k80.digest
+    assert dataclasses.replace(k80, accumulate_sums=True).digest != k80.digest
+    assert dataclasses.replace(k80, transfer_overhead_s=1e-3).digest != k80.digest

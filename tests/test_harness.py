@@ -6,7 +6,9 @@ import pytest
 from placement_env.errors import UnknownMethodError
 from placement_env import harness
 from placement_env.cli import main
+from placement_env.cluster import load_cluster
 from placement_env.harness import ResultsFormatError, UnknownSuiteError, read_rows, run_suite, validate
+from placement_env.runtime.simulated import SIMULATOR_VERSION
 
 METHODS = ["single_cpu", "single_gpu", "random_search", "thirdparty_agent:place"]
 
@@ -212,3 +214,22 @@ def test_measured_options_are_checked_when_the_env_is_made():
         gym.make("DevicePlacement-Tiny-v0", measured_options={"steps": 3})
     with pytest.raises(ValueError, match="unknown key\\(s\\) 'stepz'; accepted: steps, warmup"):
         gym.make("DevicePlacement-Measured-v0", measured_options={"stepz": 3})
+
+
+def test_validate_reports_rows_from_another_simulator_or_cluster_definition_as_stale(results, tmp_path, capsys):
+    lines = results.read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    assert rows[0]["versions"]["simulator"] == str(SIMULATOR_VERSION)
+    assert rows[0]["versions"]["cluster"] == load_cluster(rows[0]["cluster"]).digest
+    rows[1]["versions"]["simulator"] = "1"
+    rows[2]["versions"]["cluster"] = "0123456789abcdef"
+    rows[2]["runtime_s"] *= 2  # a stale row is not replayed, so its runtime is not judged
+    del rows[3]["versions"]["simulator"], rows[3]["versions"]["cluster"]  # from before versions: replayed
+    old = tmp_path / "old.jsonl"
+    old.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    checked, mismatches = validate(old, progress=False)
+    assert checked == len(rows) - 2 and [(m.line, m.stale) for m in mismatches] == [(2, True), (3, True)]
+    assert "simulator version 1; this is version" in mismatches[0].reason
+    assert "now defined differently" in mismatches[1].reason
+    assert main(["validate", str(old)]) == 0
+    assert "2 rows come from another simulator version or cluster definition" in capsys.readouterr().out

@@ -9,6 +9,8 @@ validated once, when built, so everything downstream can trust it. Its JSON form
 """
 from __future__ import annotations
 
+import hashlib
+
 import math
 import os
 from collections.abc import Callable, Mapping, Sequence
@@ -208,6 +210,12 @@ class Cluster:
     def from_dict(cls, data: Mapping[str, Any]) -> Cluster:
         """Build a cluster from its JSON form; every problem is a ClusterConfigError naming the key."""
         return schema.from_dict(cls, data)
+
+    @property
+    def digest(self) -> str:
+        """A short fingerprint of the cluster's whole definition (its JSON form): two clusters with the
+        same name but different devices, links or options have different digests."""
+        return hashlib.sha256(self.to_json().encode("utf-8")).hexdigest()[:16]
 
     def to_json(self) -> str:
         """The JSON form as indented text; ``from_json`` reads it back to an equal cluster."""

@@ -10,15 +10,20 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from ..errors import ResultsBusyError, ResultsFormatError
+from ..cluster import Cluster
 from ..evaluation import RUNTIMES
+from ..runtime.simulated import SIMULATOR_VERSION
 
 COLUMNS = ("suite", "task", "benchmark", "cluster", "runtime", "method", "seed", "budget", "placement",
            "runtime_s", "ok", "failure", "message", "evaluations", "wall_s", "lower_bound_s", "versions")
 
 
-def versions() -> dict[str, str]:
-    """Versions of what produced a row (read from package metadata; TF is not imported)."""
-    found = {}
+def versions(cluster: Cluster | None = None) -> dict[str, str]:
+    """Versions of what produced a row: packages (read from package metadata; TF is not imported),
+    the simulator's model version and, given the row's ``cluster``, the digest of its definition."""
+    found = {"simulator": str(SIMULATOR_VERSION)}
+    if cluster is not None:
+        found["cluster"] = cluster.digest
     for package in ("placement_env", "tensorflow-cpu", "tensorflow", "numpy", "numba", "gymnasium"):
         try:
             found[package] = metadata.version(package)

@@ -15,7 +15,7 @@ import numpy as np
 from tqdm import tqdm
 
 from ..benchmarks import load_benchmark
-from ..cluster import load_cluster
+from ..cluster import Cluster, load_cluster
 from ..evaluation import Evaluator
 from ..placement import Measurement
 from ..problem import METHODS, Problem, resolve_method, solve
@@ -34,9 +34,9 @@ def _method_names(methods: Sequence[str]) -> list[str]:
     return names
 
 
-def _row(suite: str, task: Task, method: str, seed: int, budget: int, placement: list[int], m: Measurement | None,
-         evaluations: int, wall_s: float, lower_bound_s: float, failure: str = "", message: str = "",
-         anytime: tuple = ()) -> dict[str, Any]:
+def _row(suite: str, task: Task, cluster: Cluster, method: str, seed: int, budget: int, placement: list[int],
+         m: Measurement | None, evaluations: int, wall_s: float, lower_bound_s: float, failure: str = "",
+         message: str = "", anytime: tuple = ()) -> dict[str, Any]:
     ok = m is not None and m.ok
     runtime_s = float(m.runtime_s) if m is not None and math.isfinite(m.runtime_s) else None
     return {
@@ -44,7 +44,7 @@ def _row(suite: str, task: Task, method: str, seed: int, budget: int, placement:
         "runtime": task.runtime, "method": method, "seed": seed, "budget": budget, "placement": placement,
         "runtime_s": runtime_s, "ok": ok, "failure": failure or (m.failure if m is not None else ""),
         "message": message or (m.message if m is not None else ""), "evaluations": evaluations,
-        "wall_s": wall_s, "lower_bound_s": lower_bound_s, "versions": versions(),
+        "wall_s": wall_s, "lower_bound_s": lower_bound_s, "versions": versions(cluster),
         # best-so-far after each improvement: [evaluations, runtime s, wall s since the method started]
         "anytime": [[int(e), float(r), round(float(w), 4)] for e, r, w in anytime],
     }
@@ -92,11 +92,11 @@ def _run_one(suite: str, task: Task, name: str, seed: int, budget: int, results:
     try:
         solution = solve(name, problem)
     except Exception as error:  # noqa: BLE001 - any method failure is recorded, never fatal
-        row = _row(suite, task, name, seed, budget, [], None, problem.evaluations, 0.0, evaluator.lower_bound(),
-                   failure="method_error", message=f"{type(error).__name__}: {error}")
+        row = _row(suite, task, evaluator.cluster, name, seed, budget, [], None, problem.evaluations, 0.0,
+                   evaluator.lower_bound(), failure="method_error", message=f"{type(error).__name__}: {error}")
     else:
         m = evaluator(solution.placement)
-        row = _row(suite, task, name, seed, budget, solution.placement.tolist(), m, solution.evaluations,
-                   solution.wall_s, evaluator.lower_bound(), anytime=solution.improvements)
+        row = _row(suite, task, evaluator.cluster, name, seed, budget, solution.placement.tolist(), m,
+                   solution.evaluations, solution.wall_s, evaluator.lower_bound(), anytime=solution.improvements)
     append_row(results, row)
     return row

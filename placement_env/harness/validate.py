@@ -2,6 +2,12 @@
 
 Simulated and grappler runtimes are deterministic, so they must reproduce exactly; measured
 runtimes must lie within ``tolerance`` (relative). This is how third-party results are checked.
+
+A row records the simulator's model version and the digest of its cluster's definition (see
+``results.versions``). A row from another simulator version, or made on a cluster of the same name
+that is now defined differently (a preset that was recalibrated), is not replayed: it is reported
+as *stale*, with both versions, instead of as a mismatch. Rows from before versions were recorded
+are replayed.
 """
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ from ..benchmarks import load_benchmark
 from ..cluster import load_cluster
 from ..errors import InvalidPlacementError, ResultsFormatError
 from ..evaluation import Evaluator
+from ..runtime.simulated import SIMULATOR_VERSION
 from .results import read_rows
 
 DEFAULT_MEASURED_TOLERANCE = 0.2
@@ -26,11 +33,26 @@ class Mismatch:
     line: int  # 1-based row number among the file's rows
     row: dict[str, Any]
     reason: str
+    stale: bool = False  # made by another simulator version or cluster definition: not replayed
+
+
+def _stale_reason(row: dict[str, Any], evaluator: Evaluator) -> str:
+    """Why ``row`` cannot be replayed here ("" when it can)."""
+    made = row["versions"] if isinstance(row.get("versions"), dict) else {}
+    simulator = made.get("simulator")
+    if row["runtime"] == "sim" and simulator is not None and simulator != str(SIMULATOR_VERSION):
+        return f"made by simulator version {simulator}; this is version {SIMULATOR_VERSION}"
+    digest = made.get("cluster")
+    if digest is not None and digest != evaluator.cluster.digest:
+        return (f"made on cluster {row['cluster']!r} as defined then (digest {digest}); it is now defined "
+                f"differently (digest {evaluator.cluster.digest})")
+    return ""
 
 
 def validate(results: str | os.PathLike, *, tolerance: float = DEFAULT_MEASURED_TOLERANCE,
              progress: bool = True) -> tuple[int, list[Mismatch]]:
-    """(rows checked, rows that do not reproduce). Rows without a placement (method errors) are skipped.
+    """(rows checked, rows that do not reproduce or are stale). Rows without a placement (method
+    errors) are skipped; stale rows (``Mismatch.stale``) are reported, not replayed.
     A missing, empty or unreadable file, or a row that cannot be a real result (an ok row without a
     placement, a placement of the wrong length, more evaluations than its budget), is a ResultsFormatError."""
     rows = read_rows(results, must_exist=True)
@@ -44,6 +66,10 @@ def validate(results: str | os.PathLike, *, tolerance: float = DEFAULT_MEASURED_
         if key not in evaluators:
             evaluators[key] = Evaluator(load_benchmark(row["benchmark"]), load_cluster(row["cluster"]), row["runtime"])
         evaluator = evaluators[key]
+        stale = _stale_reason(row, evaluator)
+        if stale:
+            mismatches.append(Mismatch(number, row, stale, stale=True))
+            continue
         try:
             m = evaluator(row["placement"])
         except InvalidPlacementError as error:

@@ -56,7 +56,12 @@ from ..placement import Measurement, check_placement, kernel_violations
 from ..schedule import Schedule
 from .simulator_core import accumulating_devices, simulate_core, simulate_many
 
-__all__ = ["SimulationPlan", "simulate", "simulate_batch", "plan_for"]
+__all__ = ["SIMULATOR_VERSION", "SimulationPlan", "simulate", "simulate_batch", "plan_for"]
+
+# The simulated runtime's model version, recorded in every results row. Bump it whenever a
+# change can alter a simulated runtime, peak or failure, so ``validate`` can tell a row made by
+# another model from a row that does not reproduce. 2: sums accumulate on `accumulate_sums` clusters.
+SIMULATOR_VERSION = 2
 
 SUM_OPS = ("AddN", "AccumulateNV2")
 
