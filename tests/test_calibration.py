@@ -82,6 +82,26 @@ def test_fit_recovers_known_parameters(synth, local2, synth_costs):
     assert np.all(fixed.scale == 1.0) and np.all(fixed.overhead == 5e-6)
 
 
+def test_a_fit_on_two_graphs_separates_what_one_graph_cannot(synth, local2, synth_costs):
+    # synthetic-tiny's step is almost all per-op overhead; inception_v3-tiny's has a real share of
+    # compute: pooled, they pin down the scale and the overhead that each alone trades off
+    from placement_env.calibration import Dataset, fit_datasets
+
+    inception = pe.load_benchmark("inception_v3-tiny")
+    datasets = []
+    for graph, costs in ((synth, synth_costs), (inception, pe.costs.analytical_costs(inception, local2))):
+        placements = random_placements(graph, local2, 12, 1, spread="dirichlet")
+        datasets.append(Dataset(graph, _raw(costs, local2), placements, _truth(graph, local2, costs, placements)))
+    joint = fit_datasets(datasets, local2)
+    assert joint.loss < 1e-4
+    assert np.allclose(joint.scale, 3.0, rtol=0.05) and np.allclose(joint.overhead, 5e-6, rtol=0.05)
+    assert joint.latency == pytest.approx(250e-6, rel=0.05)
+    alone = fit_simulator(synth, local2, datasets[0].base_seconds, datasets[0].placements, datasets[0].measured)
+    assert not np.allclose(alone.scale, 3.0, rtol=0.5)  # one overhead-bound graph cannot tell them apart
+    with pytest.raises(ValueError, match="one measured runtime per placement"):
+        Dataset(synth, datasets[0].base_seconds, datasets[0].placements, datasets[0].measured[:3])
+
+
 def test_calibration_report_and_cluster(synth, local2, synth_costs, tmp_path):
     placements = random_placements(synth, local2, 20, 2, spread="dirichlet")
     noise = np.random.default_rng(0).lognormal(0, 0.03, len(placements))

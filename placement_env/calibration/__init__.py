@@ -37,13 +37,13 @@ from ..opgraph import OpGraph
 from ..placement import random_placements
 from ..runtime.measured import MeasuredRuntime
 from .calibrated import calibrated_cluster
-from .fit import FitResult, fit_simulator, simulated_runtimes, with_link
+from .fit import Dataset, FitResult, fit_datasets, fit_simulator, simulated_runtimes, with_link
 from .profiles import measured_costs
 from .report import Calibration, fit_and_report
 from .samples import measure_placements
 from .scores import fidelity
 
-__all__ = ["Calibration", "FitResult", "calibrate", "calibrated_cluster", "fidelity", "fit_and_report",
+__all__ = ["Calibration", "Dataset", "FitResult", "fit_datasets", "calibrate", "calibrated_cluster", "fidelity", "fit_and_report",
            "fit_simulator", "measured_costs", "simulated_runtimes", "with_link"]
 
 

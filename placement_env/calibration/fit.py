@@ -22,8 +22,8 @@ from ..costs import op_type_key
 from ..opgraph import OpGraph
 from ..runtime.simulated import SimulationPlan
 
-__all__ = ["FitResult", "device_types", "fit_simulator", "fitted_costs", "predicted_runtimes",
-           "simulated_runtimes", "with_link"]
+__all__ = ["Dataset", "FitResult", "device_types", "fit_datasets", "fit_simulator", "fitted_costs",
+           "predicted_runtimes", "simulated_runtimes", "with_link"]
 
 _LOSS_NAN = 1e6  # a simulator failure (e.g. "oom") or non-positive time counts as a huge error
 _GRID_FACTORS = (0.1, 0.3, 1.0, 3.0, 10.0, 30.0, 100.0)  # grid steps of each parameter around the start
@@ -145,23 +145,48 @@ def _starting_point(cluster: Cluster, types: np.ndarray, start: tuple[np.ndarray
     return scale0, over0, bw0, lat0
 
 
-class _Objective:
-    """The loss at a packed parameter vector: mean squared ``log(simulated / measured)``, counting calls."""
+@dataclass(frozen=True, eq=False)
+class Dataset:
+    """Measured placements of one graph: what a fit matches. ``base_seconds`` [n_ops, n_devices]: its op
+    costs at scale 1 without overhead."""
 
-    def __init__(self, graph: OpGraph, cluster: Cluster, base: np.ndarray, types: np.ndarray,
-                 placements: np.ndarray, measured: np.ndarray, parameters: _Parameters) -> None:
-        self.graph, self.cluster, self.base, self.types = graph, cluster, base, types
-        self.placements, self.measured, self.parameters = placements, measured, parameters
+    graph: OpGraph
+    base_seconds: np.ndarray
+    placements: np.ndarray  # [k, n_groups]
+    measured: np.ndarray  # [k] seconds
+
+    def __post_init__(self) -> None:
+        placements = np.asarray(self.placements, dtype=np.int64)
+        measured = np.asarray(self.measured, dtype=np.float64)
+        if placements.ndim != 2 or placements.shape[0] != measured.shape[0] or placements.shape[0] == 0:
+            raise ValueError(f"{self.graph.name}: need one measured runtime per placement, and at least one: got "
+                             f"{placements.shape[0] if placements.ndim else 0} placements and {measured.shape[0]} "
+                             "measured runtimes")
+        object.__setattr__(self, "placements", placements)
+        object.__setattr__(self, "measured", measured)
+        object.__setattr__(self, "base_seconds", np.asarray(self.base_seconds, dtype=np.float64))
+
+
+class _Objective:
+    """The loss at a packed parameter vector: mean squared ``log(simulated / measured)`` over every
+    placement of every dataset, counting calls."""
+
+    def __init__(self, datasets: list[Dataset], cluster: Cluster, types: np.ndarray, parameters: _Parameters) -> None:
+        self.datasets, self.cluster, self.types, self.parameters = datasets, cluster, types, parameters
         self.evaluations = 0
 
     def __call__(self, x: np.ndarray) -> float:
         self.evaluations += 1
         scale, over, bw, lat = self.parameters.unpack(x)
-        seconds = self.base * scale[self.types][None, :] + over[self.types][None, :]
-        sim = simulated_runtimes(self.graph, with_link(self.cluster, bw, lat), seconds, self.placements)
-        if not np.all(np.isfinite(sim)) or np.any(sim <= 0):
-            return _LOSS_NAN
-        return float(np.mean(np.log(sim / self.measured) ** 2))
+        cluster = with_link(self.cluster, bw, lat)
+        errors = []
+        for data in self.datasets:
+            seconds = data.base_seconds * scale[self.types][None, :] + over[self.types][None, :]
+            sim = simulated_runtimes(data.graph, cluster, seconds, data.placements)
+            if not np.all(np.isfinite(sim)) or np.any(sim <= 0):
+                return _LOSS_NAN
+            errors.append(np.log(sim / data.measured) ** 2)
+        return float(np.mean(np.concatenate(errors)))
 
 
 def _nelder_mead(objective: _Objective, x: np.ndarray, step: float, max_evaluations: int) -> tuple[np.ndarray, float]:
@@ -210,16 +235,25 @@ def fit_simulator(graph: OpGraph, cluster: Cluster, base_seconds: np.ndarray, pl
     restarted from the ``restarts`` best of ``grid_points`` random grid points (each parameter
     x 0.1 .. 100 around ``start``; default: the cluster's current link and scale 1).
     """
-    placements = np.asarray(placements, dtype=np.int64)
-    measured = np.asarray(measured, dtype=np.float64)
-    if placements.shape[0] != measured.shape[0] or placements.shape[0] == 0:
-        raise ValueError(f"need one measured runtime per placement, and at least one: got "
-                         f"{placements.shape[0]} placements and {measured.shape[0]} measured runtimes")
+    return fit_datasets([Dataset(graph, base_seconds, placements, measured)], cluster, fit_scale=fit_scale,
+                        fit_overhead=fit_overhead, fit_links=fit_links, overhead0=overhead0, start=start,
+                        max_evaluations=max_evaluations, grid_points=grid_points, restarts=restarts)
+
+
+def fit_datasets(datasets: list[Dataset], cluster: Cluster, *, fit_scale: bool = True, fit_overhead: bool = True,
+                 fit_links: bool = True, overhead0: float = 2e-6,
+                 start: tuple[np.ndarray, float, float] | None = None, max_evaluations: int = 300,
+                 grid_points: int = 48, restarts: int = 3) -> FitResult:
+    """:func:`fit_simulator` on the measured placements of several graphs at once (one set of
+    parameters for all): the loss pools every placement of every dataset. Graphs whose step times
+    are mostly per-op overhead and graphs whose step times are mostly compute or transfers then pin
+    down different parameters, which one graph alone cannot tell apart."""
+    if not datasets:
+        raise ValueError("fit_datasets needs at least one Dataset")
     types = device_types(cluster)
     parameters = _Parameters(*_starting_point(cluster, types, start, overhead0), fit_scale=fit_scale,
                              fit_overhead=fit_overhead, fit_links=fit_links)
-    objective = _Objective(graph, cluster, np.asarray(base_seconds, dtype=np.float64), types, placements,
-                           measured, parameters)
+    objective = _Objective(list(datasets), cluster, types, parameters)
     x0 = parameters.pack()
     if x0.size == 0:
         loss = objective(x0)
