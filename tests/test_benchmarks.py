@@ -5,7 +5,7 @@ import pytest
 
 import placement_env as pe
 from placement_env import UnknownBenchmarkError
-from placement_env.benchmarks import PAPER_MODELS
+from placement_env.benchmarks import MODERN_MODELS, PAPER_MODELS
 from placement_env.cache import cache_dir
 from tf_helpers import assert_hard_constraints, run_step
 
@@ -23,7 +23,15 @@ def test_unknown_names_list_the_known_ones():
         pe.load_benchmark("rnnlm-tiny", hiddn=3)
 
 
-@pytest.mark.parametrize("name", [f"{m}-tiny" for m in PAPER_MODELS] + ["synthetic-tiny"])
+def test_modern_models_are_registered_by_what_they_are():
+    names = pe.benchmark_names()
+    for model in ("transformer", "gpt2", "bert", "resnet50"):
+        assert model in names and f"{model}-tiny" in names
+    with pytest.raises(UnknownBenchmarkError, match="gpt2-tiny.*resnet50-tiny"):
+        pe.load_benchmark("gpt3")
+
+
+@pytest.mark.parametrize("name", [f"{m}-tiny" for m in (*PAPER_MODELS, *MODERN_MODELS)] + ["synthetic-tiny"])
 def test_tiny_benchmarks_build_group_and_run(name):
     graph = pe.load_benchmark(name, max_groups=32)
     assert graph.name == name

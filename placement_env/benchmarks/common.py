@@ -1,4 +1,5 @@
-"""The optimizer step every benchmark builder shares, and how a builder wraps its graph as a TrainingStep."""
+"""What every benchmark builder shares: parameter checks, embedding lookups with a dense gradient,
+the optimizer step, and how a builder wraps its graph as a TrainingStep."""
 from __future__ import annotations
 
 from typing import Any
@@ -10,6 +11,38 @@ from ..tf_import.training_step import TrainingStep
 
 
 LOSS_COLLECTION = "placement_env_loss"
+_DENSE_ROWS_GRAD = "PlacementEnvDenseRowsGrad"
+
+
+def _dense_rows_grad(op: tf.Operation, grad):
+    """Gradient of an Identity that turns an ``IndexedSlices`` gradient into a dense tensor."""
+    if isinstance(grad, tf.IndexedSlices):
+        rows = int(op.inputs[0].shape[0])
+        return tf.math.unsorted_segment_sum(grad.values, grad.indices, num_segments=rows, name="dense")
+    return grad
+
+
+try:
+    tf.RegisterGradient(_DENSE_ROWS_GRAD)(_dense_rows_grad)
+except KeyError:  # already registered (module reloaded)
+    pass
+
+
+def embedding_lookup(table: tf.Variable | tf.Tensor, ids: tf.Tensor, name: str = "lookup") -> tf.Tensor:
+    """Gather rows of ``table`` [rows, dim] at ``ids``, with a *dense* gradient for ``table``.
+
+    A plain gather hands the optimizer an ``IndexedSlices`` gradient, and the sparse momentum
+    update then runs ``Unique``, whose output shape is unknown. Here the read of the table is an
+    ``Identity`` whose gradient sums the slices into a dense [rows, dim] tensor
+    (``UnsortedSegmentSum`` with a constant segment count), so every tensor of the step keeps a
+    static shape and the update is a dense ``ResourceApplyMomentum``. ``table`` may also be an
+    activation (BERT gathers the hidden states of its masked positions this way).
+    """
+    graph = tf.compat.v1.get_default_graph()
+    with tf.compat.v1.name_scope(name):
+        with graph.gradient_override_map({"Identity": _DENSE_ROWS_GRAD}):
+            table_t = tf.identity(table, name="table")
+        return tf.gather(table_t, ids, name="gather")
 
 
 def momentum_train_op(loss: tf.Tensor, learning_rate: float = 0.01, momentum: float = 0.9) -> tf.Operation:
@@ -33,3 +66,24 @@ def require_int(model: str, name: str, value: Any, minimum: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
         raise ValueError(f"{model}: {name}={value!r}; expected an integer >= {minimum}")
     return int(value)
+
+
+def require_rate(model: str, name: str, value: Any) -> float:
+    """``value`` as a float in [0, 1) (a dropout rate), or a ValueError naming the parameter."""
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not 0 <= value < 1:
+        raise ValueError(f"{model}: {name}={value!r}; expected a number from 0 (inclusive) to 1 (exclusive)")
+    return float(value)
+
+
+def check_params(name: str, defaults: dict, params: dict) -> dict:
+    """Merge ``params`` over ``defaults``; TypeError naming any unknown key, ValueError for a bad int."""
+    unknown = sorted(set(params) - set(defaults))
+    if unknown:
+        raise TypeError(f"{name}.build() got unknown parameter(s): {', '.join(unknown)}")
+    merged = dict(defaults)
+    merged.update(params)
+    for key, value in merged.items():
+        if isinstance(defaults[key], int) and not isinstance(defaults[key], bool):
+            merged[key] = require_int(name, key, value)
+    return merged

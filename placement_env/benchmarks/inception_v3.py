@@ -34,9 +34,8 @@ Measured on the 2-core CPU build machine (TF 2.21):
 - TINY (75x75, batch 2, 10 classes, depth 0.1, min depth 8): 7,516 ops (same structure),
   built in about 3 s; a training step takes well under a second.
 
-Batch norm is the ``FusedBatchNorm`` (V1) op, not ``FusedBatchNormV3``
-(``tf.compat.v1.nn.fused_batch_norm``): V3's ``reserve_space_3`` output has no static shape,
-V1's outputs and its gradient's all do. Its ``scale`` input is a constant of ones per layer.
+Convolutions and batch norm come from :class:`placement_env.benchmarks.cnn.ConvBuilder` (batch
+norm's ``scale`` input is a constant of ones per layer, as in slim's Inception arg scope).
 """
 from __future__ import annotations
 
@@ -45,6 +44,7 @@ import tensorflow as tf
 from .sizes import INCEPTION_V3_BLOCKS as BLOCKS  # noqa: F401 (the module's block order)
 from .sizes import INCEPTION_V3_PAPER as PAPER, INCEPTION_V3_TINY as TINY  # noqa: F401 (the module's sizes)
 from . import common
+from .cnn import ConvBuilder, avg_pool, max_pool
 
 
 
@@ -55,62 +55,11 @@ _BN_DECAY = 0.9997
 _AUX_LOSS_WEIGHT = 0.4
 
 
-class _Builder:
-    """Holds the width rule and collects the batch-norm moving-average updates."""
-
-    def __init__(self, depth_multiplier: float, min_depth: int):
-        self.depth_multiplier = depth_multiplier
-        self.min_depth = min_depth
-        self.updates: list[tf.Operation] = []
-
-    def depth(self, d: int) -> int:
-        return max(int(d * self.depth_multiplier), self.min_depth)
-
-    def conv(self, x, channels, kernel, scope, stride=1, padding="SAME", bn=True):
-        """conv2d (+ batch norm in training mode + ReLU, or + bias when ``bn`` is False)."""
-        kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
-        in_ch = int(x.shape[-1])
-        with tf.compat.v1.variable_scope(scope):
-            init = tf.compat.v1.variance_scaling_initializer(2.0 if bn else 1.0, "fan_in", "truncated_normal")
-            w = tf.compat.v1.get_variable("weights", [kh, kw, in_ch, channels], initializer=init)
-            y = tf.nn.conv2d(x, w, strides=[1, stride, stride, 1], padding=padding)
-            if not bn:
-                b = tf.compat.v1.get_variable("biases", [channels], initializer=tf.zeros_initializer())
-                return tf.nn.bias_add(y, b)
-            return tf.nn.relu(self.batch_norm(y, channels))
-
-    def batch_norm(self, y, channels):
-        with tf.compat.v1.variable_scope("BatchNorm"):
-            beta = tf.compat.v1.get_variable("beta", [channels], initializer=tf.zeros_initializer())
-            moving_mean = tf.compat.v1.get_variable(
-                "moving_mean", [channels], initializer=tf.zeros_initializer(), trainable=False)
-            moving_var = tf.compat.v1.get_variable(
-                "moving_variance", [channels], initializer=tf.ones_initializer(), trainable=False)
-            empty = tf.constant([], tf.float32, name="empty")
-            out, mean, var, _, _ = tf.raw_ops.FusedBatchNorm(
-                x=y, scale=tf.ones([channels], name="gamma"), offset=beta, mean=empty, variance=empty,
-                epsilon=_BN_EPSILON, data_format="NHWC", is_training=True, name="FusedBatchNorm")
-            with tf.name_scope("update_moving"):
-                for moving, batch_stat in ((moving_mean, mean), (moving_var, var)):
-                    with tf.compat.v1.get_default_graph().colocate_with(moving.op):
-                        delta = (moving.read_value() - batch_stat) * (1.0 - _BN_DECAY)
-                        self.updates.append(moving.assign_sub(delta, read_value=False))
-        return out
-
-
-def _max_pool(x, kernel, stride, padding, name):
-    return tf.nn.max_pool2d(x, kernel, stride, padding, name=name)
-
-
-def _avg_pool(x, kernel, stride, padding, name):
-    return tf.nn.avg_pool2d(x, kernel, stride, padding, name=name)
-
-
 def _reduced_kernel(x, kernel):
     return [min(int(x.shape[1]), kernel[0]), min(int(x.shape[2]), kernel[1])]
 
 
-def _mixed_5(b: _Builder, x, pool_channels):
+def _mixed_5(b: ConvBuilder, x, pool_channels):
     """Mixed_5b/5c/5d: 35x35 block with 1x1, 5x5, double 3x3 and pooled branches."""
     with tf.compat.v1.variable_scope("Branch_0"):
         b0 = b.conv(x, b.depth(64), 1, "Conv2d_0a_1x1")
@@ -122,12 +71,12 @@ def _mixed_5(b: _Builder, x, pool_channels):
         b2 = b.conv(b2, b.depth(96), 3, "Conv2d_0b_3x3")
         b2 = b.conv(b2, b.depth(96), 3, "Conv2d_0c_3x3")
     with tf.compat.v1.variable_scope("Branch_3"):
-        b3 = _avg_pool(x, 3, 1, "SAME", "AvgPool_0a_3x3")
+        b3 = avg_pool(x, 3, 1, "SAME", "AvgPool_0a_3x3")
         b3 = b.conv(b3, b.depth(pool_channels), 1, "Conv2d_0b_1x1")
     return tf.concat([b0, b1, b2, b3], axis=3)
 
 
-def _mixed_6a(b: _Builder, x):
+def _mixed_6a(b: ConvBuilder, x):
     with tf.compat.v1.variable_scope("Branch_0"):
         b0 = b.conv(x, b.depth(384), 3, "Conv2d_1a_1x1", stride=2, padding="VALID")
     with tf.compat.v1.variable_scope("Branch_1"):
@@ -135,11 +84,11 @@ def _mixed_6a(b: _Builder, x):
         b1 = b.conv(b1, b.depth(96), 3, "Conv2d_0b_3x3")
         b1 = b.conv(b1, b.depth(96), 3, "Conv2d_1a_1x1", stride=2, padding="VALID")
     with tf.compat.v1.variable_scope("Branch_2"):
-        b2 = _max_pool(x, 3, 2, "VALID", "MaxPool_1a_3x3")
+        b2 = max_pool(x, 3, 2, "VALID", "MaxPool_1a_3x3")
     return tf.concat([b0, b1, b2], axis=3)
 
 
-def _mixed_6(b: _Builder, x, mid):
+def _mixed_6(b: ConvBuilder, x, mid):
     """Mixed_6b..6e: 17x17 block with the factorised 1x7 / 7x1 convolutions."""
     with tf.compat.v1.variable_scope("Branch_0"):
         b0 = b.conv(x, b.depth(192), 1, "Conv2d_0a_1x1")
@@ -154,12 +103,12 @@ def _mixed_6(b: _Builder, x, mid):
         b2 = b.conv(b2, b.depth(mid), [7, 1], "Conv2d_0d_7x1")
         b2 = b.conv(b2, b.depth(192), [1, 7], "Conv2d_0e_1x7")
     with tf.compat.v1.variable_scope("Branch_3"):
-        b3 = _avg_pool(x, 3, 1, "SAME", "AvgPool_0a_3x3")
+        b3 = avg_pool(x, 3, 1, "SAME", "AvgPool_0a_3x3")
         b3 = b.conv(b3, b.depth(192), 1, "Conv2d_0b_1x1")
     return tf.concat([b0, b1, b2, b3], axis=3)
 
 
-def _mixed_7a(b: _Builder, x):
+def _mixed_7a(b: ConvBuilder, x):
     with tf.compat.v1.variable_scope("Branch_0"):
         b0 = b.conv(x, b.depth(192), 1, "Conv2d_0a_1x1")
         b0 = b.conv(b0, b.depth(320), 3, "Conv2d_1a_3x3", stride=2, padding="VALID")
@@ -169,11 +118,11 @@ def _mixed_7a(b: _Builder, x):
         b1 = b.conv(b1, b.depth(192), [7, 1], "Conv2d_0c_7x1")
         b1 = b.conv(b1, b.depth(192), 3, "Conv2d_1a_3x3", stride=2, padding="VALID")
     with tf.compat.v1.variable_scope("Branch_2"):
-        b2 = _max_pool(x, 3, 2, "VALID", "MaxPool_1a_3x3")
+        b2 = max_pool(x, 3, 2, "VALID", "MaxPool_1a_3x3")
     return tf.concat([b0, b1, b2], axis=3)
 
 
-def _mixed_7(b: _Builder, x):
+def _mixed_7(b: ConvBuilder, x):
     """Mixed_7b/7c: 8x8 block with the expanded 1x3 / 3x1 filter banks."""
     with tf.compat.v1.variable_scope("Branch_0"):
         b0 = b.conv(x, b.depth(320), 1, "Conv2d_0a_1x1")
@@ -187,7 +136,7 @@ def _mixed_7(b: _Builder, x):
         b2 = tf.concat([b.conv(b2, b.depth(384), [1, 3], "Conv2d_0c_1x3"),
                         b.conv(b2, b.depth(384), [3, 1], "Conv2d_0d_3x1")], axis=3)
     with tf.compat.v1.variable_scope("Branch_3"):
-        b3 = _avg_pool(x, 3, 1, "SAME", "AvgPool_0a_3x3")
+        b3 = avg_pool(x, 3, 1, "SAME", "AvgPool_0a_3x3")
         b3 = b.conv(b3, b.depth(192), 1, "Conv2d_0b_1x1")
     return tf.concat([b0, b1, b2, b3], axis=3)
 
@@ -215,7 +164,7 @@ def build(
     params = dict(image_size=image_size, batch=batch, num_classes=num_classes,
                   depth_multiplier=float(depth_multiplier), min_depth=min_depth,
                   dropout_keep_prob=float(dropout_keep_prob))
-    b = _Builder(float(depth_multiplier), min_depth)
+    b = ConvBuilder(float(depth_multiplier), min_depth, learn_gamma=False, epsilon=_BN_EPSILON, decay=_BN_DECAY)
     graph = tf.Graph()
     with graph.as_default():
         tf.compat.v1.set_random_seed(0)
@@ -227,10 +176,10 @@ def build(
         x = b.conv(images, b.depth(32), 3, "Conv2d_1a_3x3", stride=2, padding="VALID")
         x = b.conv(x, b.depth(32), 3, "Conv2d_2a_3x3", padding="VALID")
         x = b.conv(x, b.depth(64), 3, "Conv2d_2b_3x3")
-        x = _max_pool(x, 3, 2, "VALID", "MaxPool_3a_3x3")
+        x = max_pool(x, 3, 2, "VALID", "MaxPool_3a_3x3")
         x = b.conv(x, b.depth(80), 1, "Conv2d_3b_1x1", padding="VALID")
         x = b.conv(x, b.depth(192), 3, "Conv2d_4a_3x3", padding="VALID")
-        x = _max_pool(x, 3, 2, "VALID", "MaxPool_5a_3x3")
+        x = max_pool(x, 3, 2, "VALID", "MaxPool_5a_3x3")
 
         for scope, pool_channels in (("Mixed_5b", 32), ("Mixed_5c", 64), ("Mixed_5d", 64)):
             with tf.compat.v1.variable_scope(scope):
@@ -242,7 +191,7 @@ def build(
                 x = _mixed_6(b, x, mid)
 
         with tf.compat.v1.variable_scope("AuxLogits"):
-            aux = _avg_pool(x, _reduced_kernel(x, [5, 5]), 3, "VALID", "AvgPool_1a_5x5")
+            aux = avg_pool(x, _reduced_kernel(x, [5, 5]), 3, "VALID", "AvgPool_1a_5x5")
             aux = b.conv(aux, b.depth(128), 1, "Conv2d_1b_1x1")
             aux = b.conv(aux, b.depth(768), _reduced_kernel(aux, [5, 5]), "Conv2d_2a_5x5", padding="VALID")
             aux = b.conv(aux, num_classes, 1, "Conv2d_2b_1x1", bn=False)
@@ -255,7 +204,7 @@ def build(
                 x = _mixed_7(b, x)
 
         with tf.compat.v1.variable_scope("Logits"):
-            x = _avg_pool(x, _reduced_kernel(x, [8, 8]), 1, "VALID", "AvgPool_1a_8x8")
+            x = avg_pool(x, _reduced_kernel(x, [8, 8]), 1, "VALID", "AvgPool_1a_8x8")
             if dropout_keep_prob < 1.0:
                 x = tf.nn.dropout(x, rate=1.0 - dropout_keep_prob, name="Dropout_1b")
             x = b.conv(x, num_classes, 1, "Conv2d_1c_1x1", bn=False)

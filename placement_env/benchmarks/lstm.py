@@ -24,48 +24,13 @@ from typing import Sequence
 import numpy as np
 import tensorflow as tf
 
-from .common import require_int
-
-__all__ = ["LSTMLayer", "stacked_lstm", "zero_state", "reenter_scope", "embedding_lookup", "softmax_xent", "check_params"]
+__all__ = ["LSTMLayer", "stacked_lstm", "zero_state", "reenter_scope", "softmax_xent"]
 
 
 def reenter_scope(scope: str):
     """Context manager that re-enters the absolute name scope ``scope`` (no ``_1`` suffixing)."""
     scope = scope.rstrip("/")
     return tf.compat.v1.get_default_graph().name_scope(scope + "/" if scope else "")
-
-
-_DENSE_ROWS_GRAD = "PlacementEnvDenseRowsGrad"
-
-
-def _dense_rows_grad(op: tf.Operation, grad):
-    """Gradient of an Identity that turns an ``IndexedSlices`` gradient into a dense tensor."""
-    if isinstance(grad, tf.IndexedSlices):
-        rows = int(op.inputs[0].shape[0])
-        return tf.math.unsorted_segment_sum(grad.values, grad.indices, num_segments=rows, name="dense")
-    return grad
-
-
-try:
-    tf.RegisterGradient(_DENSE_ROWS_GRAD)(_dense_rows_grad)
-except KeyError:  # already registered (module reloaded)
-    pass
-
-
-def embedding_lookup(table: tf.Variable, ids: tf.Tensor, name: str = "lookup") -> tf.Tensor:
-    """Gather rows of ``table`` [vocab, dim] at ``ids``, with a *dense* gradient for ``table``.
-
-    A plain gather hands the optimizer an ``IndexedSlices`` gradient, and the sparse momentum
-    update then runs ``Unique``, whose output shape is unknown. Here the read of the table is an
-    ``Identity`` whose gradient sums the slices into a dense [vocab, dim] tensor
-    (``UnsortedSegmentSum`` with a constant segment count), so every tensor of the step keeps a
-    static shape and the update is a dense ``ResourceApplyMomentum``.
-    """
-    graph = tf.compat.v1.get_default_graph()
-    with tf.compat.v1.name_scope(name):
-        with graph.gradient_override_map({"Identity": _DENSE_ROWS_GRAD}):
-            table_t = tf.identity(table, name="table")
-        return tf.gather(table_t, ids, name="gather")
 
 
 def zero_state(batch: int, hidden: int, name: str = "zero_state") -> tuple[tf.Tensor, tf.Tensor]:
@@ -191,16 +156,3 @@ def softmax_xent(step_outputs: Sequence[tf.Tensor], step_labels: Sequence[tf.Ten
     return tf.nn.sparse_softmax_cross_entropy_with_logits(
         labels=tf.concat(list(step_labels), axis=0, name="all_labels"), logits=logits, name="xent"
     )
-
-
-def check_params(name: str, defaults: dict, params: dict) -> dict:
-    """Merge ``params`` over ``defaults``; raise TypeError naming any unknown key."""
-    unknown = sorted(set(params) - set(defaults))
-    if unknown:
-        raise TypeError(f"{name}.build() got unknown parameter(s): {', '.join(unknown)}")
-    merged = dict(defaults)
-    merged.update(params)
-    for key, value in merged.items():
-        if isinstance(defaults[key], int) and not isinstance(defaults[key], bool):
-            merged[key] = require_int(name, key, value)
-    return merged

@@ -5,7 +5,7 @@ Graph (TF1 graph mode, no feeds, no control flow, every shape static):
 - ``inputs``: source ids [batch, src_len] and target ids [batch, tgt_len + 1] drawn in-graph by
   ``tf.random.uniform``; the decoder reads ``target[:, :-1]`` and predicts ``target[:, 1:]``.
 - ``encoder/embedding``: [src_vocab, hidden] table, one lookup, unstacked per source step (dense
-  gradient, see :func:`placement_env.benchmarks.lstm.embedding_lookup`; likewise for the decoder).
+  gradient, see :func:`placement_env.benchmarks.common.embedding_lookup`; likewise for the decoder).
 - ``encoder/lstm_0``, ``encoder/lstm_1``: unrolled LSTM layers (:mod:`placement_env.benchmarks.lstm`).
 - ``attention/memory``, ``attention/keys``: the top encoder outputs stacked to [batch, src_len,
   hidden] and projected once by W_k (the attention keys).
@@ -48,7 +48,8 @@ import tensorflow as tf
 
 from . import common
 from .sizes import NMT_PAPER as PAPER, NMT_TINY as TINY  # noqa: F401 (the module's sizes)
-from .lstm import LSTMLayer, check_params, embedding_lookup, reenter_scope, softmax_xent
+from .common import check_params, embedding_lookup
+from .lstm import LSTMLayer, reenter_scope, softmax_xent
 
 __all__ = ["PAPER", "TINY", "build", "estimate_step_memory"]
 

@@ -1,7 +1,8 @@
 """The benchmark graphs by name, built from code (the builders in this package) and cached on disk.
 
-Names: ``rnnlm``, ``nmt``, ``inception_v3`` (the paper's three models at paper scale), the same
-with ``-tiny`` (small, for tests), and ``synthetic:<seed>`` (random layered DAGs). Keyword
+Names: ``rnnlm``, ``nmt``, ``inception_v3`` (the paper's three models at paper scale),
+``transformer``, ``gpt2``, ``bert``, ``resnet50`` (modern models at their published base size),
+the same with ``-tiny`` (small, for tests), and ``synthetic:<seed>`` (random layered DAGs). Keyword
 parameters override the builder's (e.g. ``load_benchmark("nmt", batch=32)``).
 
 The imported, ungrouped graph is cached under ``$PLACEMENT_ENV_CACHE`` (default
@@ -29,6 +30,7 @@ from ..opgraph import FORMAT_VERSION, OpGraph
 from .sizes import BLOCKS, PARAMS, SYNTHETIC_PAPER
 
 PAPER_MODELS = ("rnnlm", "nmt", "inception_v3")
+MODERN_MODELS = ("transformer", "gpt2", "bert", "resnet50")
 BUILDER_VERSION = 2  # bump when a builder changes the graphs it makes, to invalidate caches
 _SYNTHETIC = re.compile(r"synthetic:(\d+)")
 log = logging.getLogger(__name__)
@@ -36,23 +38,26 @@ log = logging.getLogger(__name__)
 
 def benchmark_names() -> list[str]:
     """The fixed benchmark names; ``synthetic:<seed>`` accepts any non-negative integer seed."""
-    return [*PAPER_MODELS, *(f"{m}-tiny" for m in PAPER_MODELS), "synthetic-tiny"]
+    models = (*PAPER_MODELS, *MODERN_MODELS)
+    return [*models, *(f"{m}-tiny" for m in models), "synthetic-tiny"]
 
 
-def benchmark_blocks(name: str) -> tuple[str, ...]:
-    """The top-level name scopes of benchmark ``name``'s blocks in forward order (empty if it declares none)."""
-    model, _ = _resolve(name)
-    return BLOCKS.get(model, ())
+def benchmark_blocks(name: str, **params: Any) -> tuple[str, ...]:
+    """The name scopes of benchmark ``name``'s blocks in forward order (empty if it declares none).
+
+    ``params`` are the builder parameters ``load_benchmark`` was given, if any: the attention
+    models' blocks are their layers, so their number follows ``layers``.
+    """
+    model, base_params = _resolve(name)
+    layout = BLOCKS.get(model)
+    return layout(_parameters(name, base_params, params)) if layout else ()
 
 
 def load_benchmark(name: str, *, max_groups: int = DEFAULT_MAX_GROUPS, use_cache: bool = True,
                    **params: Any) -> OpGraph:
     """The OpGraph of benchmark ``name``, grouped into at most ``max_groups`` groups."""
     model, base_params = _resolve(name)
-    resolved = {**base_params, **params}
-    unknown = sorted(set(resolved) - set(base_params))
-    if unknown:
-        raise TypeError(f"benchmark {name!r} has no parameter(s) {unknown}; its parameters are {sorted(base_params)}")
+    resolved = _parameters(name, base_params, params)
     path = cache_dir() / f"{name.replace(':', '-')}-{_cache_key(name, resolved)}.npz"
     graph = _read_cache(path) if use_cache else None
     if graph is None:
@@ -77,6 +82,14 @@ def _resolve(name: str) -> tuple[str, dict[str, Any]]:
         f"unknown benchmark {name!r}; known: {', '.join(benchmark_names())}, or synthetic:<seed> "
         "(a non-negative integer seed)"
     )
+
+
+def _parameters(name: str, base_params: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` over the benchmark's own, or TypeError naming the unknown ones."""
+    unknown = sorted(set(params) - set(base_params))
+    if unknown:
+        raise TypeError(f"benchmark {name!r} has no parameter(s) {unknown}; its parameters are {sorted(base_params)}")
+    return {**base_params, **params}
 
 
 def _tensorflow_version() -> str:

@@ -6,7 +6,7 @@ Graph (TF1 graph mode, no feeds, no control flow, every shape static):
   the model reads ``ids[:, :-1]`` and predicts ``ids[:, 1:]``.
 - ``embedding``: variable ``embedding/embedding`` [vocab, hidden], one lookup, unstacked into
   ``num_steps`` tensors of [batch, hidden]; its gradient is made dense
-  (:func:`placement_env.benchmarks.lstm.embedding_lookup`) so that no tensor has an unknown shape.
+  (:func:`placement_env.benchmarks.common.embedding_lookup`) so that no tensor has an unknown shape.
 - ``lstm_0``, ``lstm_1``: hand-written LSTM layers (:mod:`placement_env.benchmarks.lstm`), unrolled;
   step ``t`` of layer ``k`` is under ``lstm_<k>/t<t>/``.
 - ``softmax``: the outputs of all steps concatenated to [num_steps * batch, hidden], one full
@@ -38,7 +38,8 @@ import tensorflow as tf
 
 from . import common
 from .sizes import RNNLM_PAPER as PAPER, RNNLM_TINY as TINY  # noqa: F401 (the module's sizes)
-from .lstm import check_params, embedding_lookup, softmax_xent, stacked_lstm
+from .common import check_params, embedding_lookup
+from .lstm import softmax_xent, stacked_lstm
 
 __all__ = ["PAPER", "TINY", "build"]
 

@@ -6,7 +6,7 @@ cache read them without importing the builders (and TensorFlow).
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 RNNLM_PAPER: dict[str, Any] = {"batch": 64, "hidden": 2048, "vocab": 40000, "num_steps": 35, "num_layers": 2}
 
@@ -50,10 +50,66 @@ SYNTHETIC_PAPER: dict[str, Any] = {"seed": 0, "layers": 12, "width": 8, "dim": 2
 SYNTHETIC_TINY: dict[str, Any] = {"seed": 0, "layers": 4, "width": 3, "dim": 16, "batch": 4, "fan_in": 2}
 
 
+# The modern models at their published base configurations. Each batch is chosen so that one
+# GPU of an older preset is out of memory in the simulator (grappler op costs) while a layer-wise
+# split over several fits; the README's benchmark table gives the peaks.
+
+# Transformer base; 128 sentence pairs of 128 tokens (16,384 tokens a side, two thirds of the
+# paper's 25,000-token step): one GPU peaks at 18.1 GiB, out of memory on a K80 die and on a
+# 16 GiB V100, while a 2-GPU layer split (9.5 + 8.8 GiB) fits the paper's K80 machine.
+TRANSFORMER_PAPER: dict[str, Any] = {
+    "batch": 128, "src_len": 128, "tgt_len": 128, "vocab": 37000,
+    "d_model": 512, "heads": 8, "d_ff": 2048, "layers": 6, "dropout": 0.1,
+}
+
+TRANSFORMER_TINY: dict[str, Any] = {
+    "batch": 2, "src_len": 6, "tgt_len": 5, "vocab": 50, "d_model": 16, "heads": 2, "d_ff": 32, "layers": 2,
+    "dropout": 0.1,
+}
+
+# GPT-2 small; 8 sequences of the full 1024-token context: 35.7 GiB on one GPU (only an 80 GiB
+# H100 holds it), no 2-GPU layer split fits 16 GiB, a 4-GPU split on the V100 machine does.
+GPT2_PAPER: dict[str, Any] = {
+    "batch": 8, "context": 1024, "vocab": 50257, "d_model": 768, "heads": 12, "d_ff": 3072, "layers": 12,
+    "dropout": 0.1,
+}
+
+GPT2_TINY: dict[str, Any] = {
+    "batch": 2, "context": 8, "vocab": 50, "d_model": 16, "heads": 2, "d_ff": 64, "layers": 2, "dropout": 0.1,
+}
+
+# BERT-base pre-training at sequence 512; 16 sequences: 20.9 GiB on one GPU (BERT's README puts
+# the most that fits a 12 GB GPU at 6 sequences of 512); a 2-GPU layer split takes 11.5 + 11.9
+# GiB: it fits paper-2gpu's nominal 12 GiB K80 dies, not k80-2gpu's usable 10.5 GiB.
+BERT_PAPER: dict[str, Any] = {
+    "batch": 16, "seq_len": 512, "masked": 80, "vocab": 30522, "d_model": 768, "heads": 12, "d_ff": 3072,
+    "layers": 12, "dropout": 0.1,
+}
+
+BERT_TINY: dict[str, Any] = {
+    "batch": 2, "seq_len": 8, "masked": 2, "vocab": 50, "d_model": 16, "heads": 2, "d_ff": 64, "layers": 2,
+    "dropout": 0.1,
+}
+
+# ResNet-50 at 224x224 with the published minibatch of 256 as one step (He et al. spread it over 8
+# GPUs): 20.6 GiB on one GPU; most activation memory sits in the early, wide layers, so a 2-GPU
+# split balanced by compute (16.5 + 5.0 GiB) is out of memory on 16 GiB V100s where one balanced
+# by memory (12.4 + 10.1 GiB) fits.
+RESNET50_PAPER: dict[str, Any] = {"image_size": 224, "batch": 256, "num_classes": 1000, "depth_multiplier": 1.0,
+                                  "min_depth": 8}
+
+RESNET50_TINY: dict[str, Any] = {"image_size": 32, "batch": 2, "num_classes": 10, "depth_multiplier": 0.125,
+                                 "min_depth": 8}
+
+
 PARAMS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "rnnlm": (RNNLM_PAPER, RNNLM_TINY),
     "nmt": (NMT_PAPER, NMT_TINY),
     "inception_v3": (INCEPTION_V3_PAPER, INCEPTION_V3_TINY),
+    "transformer": (TRANSFORMER_PAPER, TRANSFORMER_TINY),
+    "gpt2": (GPT2_PAPER, GPT2_TINY),
+    "bert": (BERT_PAPER, BERT_TINY),
+    "resnet50": (RESNET50_PAPER, RESNET50_TINY),
     "synthetic": (SYNTHETIC_PAPER, SYNTHETIC_TINY),
 }
 
@@ -84,5 +140,25 @@ INCEPTION_V3_BLOCKS: tuple[str, ...] = (
     "loss",
 )
 
-# Block layouts by model module, for benchmark_blocks().
-BLOCKS: dict[str, tuple[str, ...]] = {"inception_v3": INCEPTION_V3_BLOCKS}
+# ResNet-50's stages: (scope, bottleneck units, bottleneck width); the output has 4 x width channels.
+RESNET50_STAGES: tuple[tuple[str, int, int], ...] = (("block1", 3, 64), ("block2", 4, 128), ("block3", 6, 256),
+                                                      ("block4", 3, 512))
+
+
+def _layers(prefix: str, p: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(f"{prefix}layer_{k}" for k in range(p["layers"]))
+
+
+# Block layouts by model module, for benchmark_blocks(): the name scopes of a built graph's blocks
+# in forward order, from its parameters (the attention models' layer count is a parameter).
+BLOCKS: dict[str, Callable[[dict[str, Any]], tuple[str, ...]]] = {
+    "inception_v3": lambda p: INCEPTION_V3_BLOCKS,
+    "transformer": lambda p: ("inputs", "embedding", *_layers("encoder/", p), *_layers("decoder/", p),
+                              "softmax", "loss"),
+    "gpt2": lambda p: ("inputs", "embedding", *_layers("", p), "softmax", "loss"),
+    "bert": lambda p: ("inputs", "embeddings", *_layers("encoder/", p), "pooler", "masked_lm", "next_sentence",
+                       "loss"),
+    "resnet50": lambda p: ("inputs", "conv1", "pool1",
+                           *(f"{stage}/unit_{u + 1}" for stage, units, _ in RESNET50_STAGES for u in range(units)),
+                           "logits", "loss"),
+}

@@ -1,0 +1,77 @@
+"""Convolution + batch norm layers and pooling shared by the CNN benchmarks (Inception-V3, ResNet-50).
+
+Every convolution is ``conv2d`` without bias, then batch norm in training mode (batch statistics,
+learned beta, gamma learned or fixed at one), then ReLU (optional), as TF-slim's arg scopes build
+them; or ``conv2d`` + bias with no batch norm (the logits layers). The moving mean/variance
+updates are plain ``AssignSubVariableOp`` ops co-located with their variables and collected in
+``ConvBuilder.updates``; the builder groups them with the optimiser into the train op.
+
+Batch norm is the ``FusedBatchNorm`` (V1) op, not ``FusedBatchNormV3``
+(``tf.compat.v1.nn.fused_batch_norm``): V3's ``reserve_space_3`` output has no static shape,
+V1's outputs and its gradient's all do.
+"""
+from __future__ import annotations
+
+import tensorflow as tf
+
+
+class ConvBuilder:
+    """Holds the width rule and batch-norm settings, and collects the moving-average updates."""
+
+    def __init__(self, depth_multiplier: float, min_depth: int, *, learn_gamma: bool, epsilon: float,
+                 decay: float):
+        self.depth_multiplier = depth_multiplier
+        self.min_depth = min_depth
+        self.learn_gamma = learn_gamma  # False: a constant scale of ones (slim's Inception scope)
+        self.epsilon = epsilon
+        self.decay = decay
+        self.updates: list[tf.Operation] = []
+
+    def depth(self, d: int) -> int:
+        """Channels of a layer that has ``d`` at full width: ``max(int(d * multiplier), min_depth)``."""
+        return max(int(d * self.depth_multiplier), self.min_depth)
+
+    def conv(self, x, channels, kernel, scope, stride=1, padding="SAME", bn=True, relu=True):
+        """conv2d, then batch norm in training mode (+ ReLU when ``relu``), or + bias when ``bn`` is False."""
+        kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
+        in_ch = int(x.shape[-1])
+        with tf.compat.v1.variable_scope(scope):
+            init = tf.compat.v1.variance_scaling_initializer(2.0 if bn else 1.0, "fan_in", "truncated_normal")
+            w = tf.compat.v1.get_variable("weights", [kh, kw, in_ch, channels], initializer=init)
+            y = tf.nn.conv2d(x, w, strides=[1, stride, stride, 1], padding=padding)
+            if not bn:
+                b = tf.compat.v1.get_variable("biases", [channels], initializer=tf.zeros_initializer())
+                return tf.nn.bias_add(y, b)
+            y = self.batch_norm(y, channels)
+            return tf.nn.relu(y) if relu else y
+
+    def batch_norm(self, y, channels):
+        """Fused batch norm in training mode; its moving-average updates go to ``self.updates``."""
+        with tf.compat.v1.variable_scope("BatchNorm"):
+            beta = tf.compat.v1.get_variable("beta", [channels], initializer=tf.zeros_initializer())
+            if self.learn_gamma:
+                gamma = tf.compat.v1.get_variable("gamma", [channels], initializer=tf.ones_initializer())
+            moving_mean = tf.compat.v1.get_variable(
+                "moving_mean", [channels], initializer=tf.zeros_initializer(), trainable=False)
+            moving_var = tf.compat.v1.get_variable(
+                "moving_variance", [channels], initializer=tf.ones_initializer(), trainable=False)
+            empty = tf.constant([], tf.float32, name="empty")
+            if not self.learn_gamma:
+                gamma = tf.ones([channels], name="gamma")
+            out, mean, var, _, _ = tf.raw_ops.FusedBatchNorm(
+                x=y, scale=gamma, offset=beta, mean=empty, variance=empty,
+                epsilon=self.epsilon, data_format="NHWC", is_training=True, name="FusedBatchNorm")
+            with tf.name_scope("update_moving"):
+                for moving, batch_stat in ((moving_mean, mean), (moving_var, var)):
+                    with tf.compat.v1.get_default_graph().colocate_with(moving.op):
+                        delta = (moving.read_value() - batch_stat) * (1.0 - self.decay)
+                        self.updates.append(moving.assign_sub(delta, read_value=False))
+        return out
+
+
+def max_pool(x, kernel, stride, padding, name):
+    return tf.nn.max_pool2d(x, kernel, stride, padding, name=name)
+
+
+def avg_pool(x, kernel, stride, padding, name):
+    return tf.nn.avg_pool2d(x, kernel, stride, padding, name=name)

@@ -1,0 +1,207 @@
+"""The modern benchmark builders (Transformer, GPT-2, BERT, ResNet-50), on their TINY variants:
+static flat graphs, the published architectures' wiring, block scopes, determinism, a real step."""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import placement_env as pe
+from placement_env.benchmarks import MODERN_MODELS, bert, common, gpt2, resnet50, transformer
+from placement_env.benchmarks.sizes import RESNET50_STAGES
+
+CONTROL_FLOW = {"While", "StatelessWhile", "Switch", "Merge", "Enter", "Exit", "NextIteration",
+                "LoopCond", "PartitionedCall", "StatefulPartitionedCall", "If", "StatelessIf"}
+MODULES = {"transformer": transformer, "gpt2": gpt2, "bert": bert, "resnet50": resnet50}
+# Ops outside every block: the optimiser, the gradients' own bookkeeping, the initialiser.
+OUTSIDE_BLOCKS = ("gradients", "train_step", "init")
+
+
+@functools.lru_cache(maxsize=None)
+def tiny(name: str) -> common.TrainingStep:
+    """The TINY training step of model ``name``, built once per test session."""
+    return MODULES[name].build(**MODULES[name].TINY)
+
+
+@pytest.fixture(params=MODERN_MODELS)
+def built(request):
+    return request.param, MODULES[request.param], tiny(request.param)
+
+
+def _ops(step):
+    return step.graph.get_operations()
+
+
+def _trainable(step) -> dict[str, list[int]]:
+    with step.graph.as_default():
+        return {v.op.name: v.shape.as_list() for v in tf.compat.v1.trainable_variables()}
+
+
+def test_tiny_graph_is_static_and_flat(built):
+    name, mod, step = built
+    assert isinstance(step, common.TrainingStep) and step.params == mod.TINY
+    undefined = [t.name for op in _ops(step) for t in op.outputs if not t.shape.is_fully_defined()]
+    assert undefined == []
+    assert sorted({op.type for op in _ops(step)} & CONTROL_FLOW) == []
+    step.graph.get_operation_by_name(step.train_op)
+    step.graph.get_operation_by_name(step.init_op)
+
+
+def test_every_forward_op_lies_in_one_block(built):
+    name, _, step = built
+    blocks = pe.benchmark_blocks(f"{name}-tiny")
+    assert len(set(blocks)) == len(blocks) and blocks[0] == "inputs" and blocks[-1] == "loss"
+    names = [op.name for op in _ops(step)]
+    scopes = tuple(b + "/" for b in blocks)
+    for block in blocks:
+        assert any(n.startswith(block + "/") for n in names), block
+        if block != "inputs":  # the random inputs have no gradient
+            assert any(n.startswith(f"gradients/{block}/") for n in names), block
+    stray = {n for n in names if not n.startswith(scopes) and n.split("/")[0] not in OUTSIDE_BLOCKS
+             and not n.startswith("train_step")}
+    assert stray == set()
+    # gradient ops outside the blocks' scopes are co-located with a forward op
+    for op in _ops(step):
+        if op.name.startswith("gradients/") and not op.name[len("gradients/"):].startswith(scopes):
+            assert any(c.startswith(b"loc:@") for c in op.node_def.attr["_class"].list.s), op.name
+
+
+def test_blocks_follow_the_layer_count():
+    assert pe.benchmark_blocks("gpt2") == ("inputs", "embedding", *(f"layer_{k}" for k in range(12)), "softmax",
+                                           "loss")
+    assert pe.benchmark_blocks("gpt2-tiny", layers=3)[2:5] == ("layer_0", "layer_1", "layer_2")
+    assert len(pe.benchmark_blocks("transformer")) == 2 + 6 + 6 + 2
+    assert pe.benchmark_blocks("bert-tiny")[-4:] == ("pooler", "masked_lm", "next_sentence", "loss")
+    assert pe.benchmark_blocks("resnet50") == pe.benchmark_blocks("resnet50-tiny") == resnet50.BLOCKS
+    assert len(resnet50.BLOCKS) == 3 + 16 + 2
+    with pytest.raises(TypeError, match="'layer'"):
+        pe.benchmark_blocks("gpt2", layer=3)
+
+
+def test_deterministic_structure(built):
+    _, mod, step = built
+    again = mod.build(**mod.TINY)
+    assert [(o.name, o.type, [t.name for t in o.inputs]) for o in _ops(step)] == \
+        [(o.name, o.type, [t.name for t in o.inputs]) for o in _ops(again)]
+
+
+def test_train_step_runs_and_updates(built):
+    name, _, step = built
+    graph = step.graph
+    loss = graph.get_tensor_by_name(step.loss)
+    with graph.as_default():
+        variables = tf.compat.v1.trainable_variables()
+    with tf.compat.v1.Session(graph=graph) as sess:
+        sess.run(step.init_op)
+        before = sess.run(variables)
+        losses = [float(sess.run([loss, step.train_op])[0]) for _ in range(2)]
+        after = sess.run(variables)
+    assert all(np.isfinite(losses)), losses
+    unchanged = [v.op.name for v, b, a in zip(variables, before, after) if np.array_equal(b, a)]
+    assert unchanged == []  # every weight gets a gradient
+
+
+def _attention_layer_params(d: int, d_ff: int, attentions: int) -> int:
+    """Weights of one layer: per attention Q, K, V, output (d x d + d each) and a LayerNorm; the FFN
+    and its LayerNorm."""
+    return attentions * (4 * (d * d + d) + 2 * d) + (d * d_ff + d_ff + d_ff * d + d) + 2 * d
+
+
+def test_parameter_counts_are_the_published_architectures():
+    """The trainable parameters match the published models' closed forms, so PAPER has their sizes
+    (Transformer base 63.1 M with a 37k vocabulary, GPT-2 small 124.4 M, BERT-base 110.1 M)."""
+    def expected(name: str, p: dict) -> int:
+        d, f, v = p["d_model"], p["d_ff"], p["vocab"]
+        if name == "transformer":  # shared embedding, L encoder and L decoder layers (two attentions each)
+            return v * d + p["layers"] * (_attention_layer_params(d, f, 1) + _attention_layer_params(d, f, 2))
+        if name == "gpt2":  # tokens, positions, L pre-norm layers, final LayerNorm
+            return (v + p["context"]) * d + p["layers"] * _attention_layer_params(d, f, 1) + 2 * d
+        # BERT: words, positions, segments, embedding LayerNorm, layers, pooler, MLM transform +
+        # LayerNorm + output bias, NSP classifier
+        return ((v + p["seq_len"] + 2) * d + 2 * d + p["layers"] * _attention_layer_params(d, f, 1)
+                + (d * d + d) + (d * d + d + 2 * d + v) + (2 * d + 2))
+
+    for name in ("transformer", "gpt2", "bert"):
+        counts = sum(int(np.prod(shape)) for shape in _trainable(tiny(name)).values())
+        assert counts == expected(name, MODULES[name].TINY), name
+    assert expected("transformer", transformer.PAPER) == 63_082_496
+    assert expected("gpt2", gpt2.PAPER) == 124_439_808
+    assert expected("bert", bert.PAPER) == 110_106_428
+
+
+def test_tied_embeddings_feed_the_output_layer():
+    """Transformer, GPT-2 and BERT reuse the input embedding table for the output logits."""
+    cases = {"transformer": ("embedding/shared", "softmax/logits"), "gpt2": ("embedding/tokens", "softmax/logits"),
+             "bert": ("embeddings/words", "masked_lm/logits")}
+    for name, (table, logits) in cases.items():
+        op = tiny(name).graph.get_operation_by_name(logits)
+        assert op.type == "MatMul" and op.get_attr("transpose_b")
+        producers = {t.op.name for t in op.inputs} | {t.op.inputs[0].op.name for t in op.inputs if t.op.inputs}
+        assert table in producers or f"{table}/Read/ReadVariableOp" in producers, (name, producers)
+
+
+def test_tiny_shapes():
+    t = transformer.TINY
+    graph = tiny("transformer").graph
+    assert graph.get_tensor_by_name("softmax/logits:0").shape.as_list() == [t["batch"] * t["tgt_len"], t["vocab"]]
+    scores = graph.get_tensor_by_name("decoder/layer_0/cross_attention/scores:0").shape.as_list()
+    assert scores == [t["batch"], t["heads"], t["tgt_len"], t["src_len"]]
+    b = bert.TINY
+    graph = tiny("bert").graph
+    assert graph.get_tensor_by_name("masked_lm/logits:0").shape.as_list() == [b["batch"] * b["masked"], b["vocab"]]
+    assert graph.get_tensor_by_name("next_sentence/classifier/bias_add:0").shape.as_list() == [b["batch"], 2]
+    r = resnet50.TINY
+    graph = tiny("resnet50").graph
+    assert graph.get_tensor_by_name("logits/squeeze:0").shape.as_list() == [r["batch"], r["num_classes"]]
+    assert graph.get_tensor_by_name("block4/unit_3/relu:0").shape.as_list() == [r["batch"], 1, 1, 256]
+    assert graph.get_tensor_by_name("block1/unit_3/relu:0").shape.as_list() == [r["batch"], 8, 8, 32]
+    types = [op.type for op in graph.get_operations()]
+    units = sum(units for _, units, _ in RESNET50_STAGES)
+    assert types.count("Conv2D") == 1 + 3 * units + len(RESNET50_STAGES) + 1  # 54 at any width
+    assert types.count("FusedBatchNorm") == 1 + 3 * units + len(RESNET50_STAGES)
+
+
+def test_gpt2_attention_is_causal():
+    """Changing a later token leaves the earlier positions' outputs unchanged."""
+    p = {**gpt2.TINY, "dropout": 0.0}
+    step = gpt2.build(**p)
+    graph = step.graph
+    source = graph.get_tensor_by_name("inputs/source:0")
+    hidden = graph.get_tensor_by_name(f"layer_{p['layers'] - 1}/ffn/residual:0")
+    ids = np.arange(p["batch"] * p["context"], dtype=np.int32).reshape(p["batch"], p["context"]) % p["vocab"]
+    changed = ids.copy()
+    changed[:, -1] = (changed[:, -1] + 1) % p["vocab"]
+    with tf.compat.v1.Session(graph=graph) as sess:
+        sess.run(step.init_op)
+        first, second = (sess.run(hidden, {source: x}).reshape(p["batch"], p["context"], -1) for x in (ids, changed))
+    np.testing.assert_allclose(first[:, :-1], second[:, :-1], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(first[:, -1], second[:, -1])
+
+
+@pytest.mark.parametrize("name", MODERN_MODELS)
+def test_bad_parameters_name_the_parameter(name):
+    mod = MODULES[name]
+    with pytest.raises(TypeError, match="bogus_key"):
+        mod.build(bogus_key=3)
+    with pytest.raises(ValueError, match="batch=0"):
+        mod.build(**{**mod.TINY, "batch": 0})
+    if name == "resnet50":
+        with pytest.raises(ValueError, match="image_size=16"):
+            mod.build(**{**mod.TINY, "image_size": 16})
+        return
+    with pytest.raises(ValueError, match="d_model=16 is not a multiple of heads=3"):
+        mod.build(**{**mod.TINY, "heads": 3})
+    with pytest.raises(ValueError, match="dropout=1.0"):
+        mod.build(**{**mod.TINY, "dropout": 1.0})
+
+
+def test_paper_params_are_the_published_base_sizes():
+    assert {k: transformer.PAPER[k] for k in ("d_model", "layers", "heads", "d_ff")} == \
+        {"d_model": 512, "layers": 6, "heads": 8, "d_ff": 2048}
+    assert {k: gpt2.PAPER[k] for k in ("d_model", "layers", "heads", "context", "vocab")} == \
+        {"d_model": 768, "layers": 12, "heads": 12, "context": 1024, "vocab": 50257}
+    assert {k: bert.PAPER[k] for k in ("d_model", "layers", "heads", "seq_len", "vocab")} == \
+        {"d_model": 768, "layers": 12, "heads": 12, "seq_len": 512, "vocab": 30522}
+    assert resnet50.PAPER["image_size"] == 224 and resnet50.PAPER["depth_multiplier"] == 1.0
