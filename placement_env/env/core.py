@@ -22,6 +22,9 @@ Observations are a ``Dict`` of float32 ``Box``es padded to ``S = pad_to`` group 
 the graph's group count); see :mod:`placement_env.env.features` for the graph fields. Sequential
 and improve modes add ``placement`` (S, D) one-hot of the decided devices and ``current`` (S,)
 one-hot of the group to place; improve adds ``efficiency`` (1,) = lower bound / current runtime.
+``graph_observation=True`` adds the group graph as a padded edge list, ``E = pad_edges`` rows
+(default: the first graph's edge count): ``edge_index`` (E, 2) int64, ``edge_bytes`` (E,) and
+``edge_mask`` (E,); see :mod:`placement_env.env.group_graph`.
 """
 from __future__ import annotations
 
@@ -42,6 +45,7 @@ from ..grouping import DEFAULT_MAX_GROUPS, group_ops
 from ..opgraph import OpGraph
 from ..placement import Measurement, allowed_devices, check_placement, single_device
 from .features import GraphFeatures, graph_features, observation_fields
+from .group_graph import check_edge_slots, resolve_edge_slots
 from .rewards import DEFAULT_FAILING_SIGNAL_S, Reward, charged_runtime, check_failing_signal, resolve_reward
 
 MODES = ("oneshot", "sequential", "improve")
@@ -54,13 +58,13 @@ class _GraphTask:
     """One graph on the env's cluster: evaluators, features, masks, and lazily the bound and reference."""
 
     def __init__(self, graph: OpGraph, cluster: Cluster, runtime: str, slots: int,
-                 measured_options: dict[str, Any] | None) -> None:
+                 measured_options: dict[str, Any] | None, edge_slots: int | None = None) -> None:
         self.graph = graph
         self.sim = Evaluator(graph, cluster, "sim")
         self.evaluator = self.sim if runtime == "sim" else Evaluator(
             graph, cluster, runtime, costs=self.sim.costs if runtime == "grappler" else None,
             measured_options=measured_options)
-        self.features: GraphFeatures = graph_features(graph, cluster, self.sim.costs.seconds, slots)
+        self.features: GraphFeatures = graph_features(graph, cluster, self.sim.costs.seconds, slots, edge_slots)
         self.allowed = allowed_devices(graph, cluster)
         self._lower_bound: float | None = None
         self._reference: tuple[np.ndarray, Measurement] | None = None
@@ -93,7 +97,8 @@ class DevicePlacementEnv(gym.Env):
                  mode: str = "oneshot", reward: str | Reward | Any = "neg_sqrt_runtime",
                  failing_signal: float = DEFAULT_FAILING_SIGNAL_S, max_groups: int = DEFAULT_MAX_GROUPS,
                  pad_to: int | None = None, dense_reward: bool = False, improve_steps: int | None = None,
-                 measured_options: dict[str, Any] | None = None, render_mode: str | None = None) -> None:
+                 measured_options: dict[str, Any] | None = None, render_mode: str | None = None,
+                 graph_observation: bool = False, pad_edges: int | None = None) -> None:
         if mode not in MODES:
             raise ValueError(f"mode={mode!r}; expected one of {', '.join(map(repr, MODES))}")
         if runtime not in RUNTIMES:
@@ -107,6 +112,10 @@ class DevicePlacementEnv(gym.Env):
             raise ValueError(f"improve_steps={improve_steps!r}: a positive integer, and only with mode='improve'")
         if not isinstance(max_groups, int) or isinstance(max_groups, bool) or max_groups < 1:
             raise ValueError(f"max_groups={max_groups!r}; expected a positive integer")
+        if not isinstance(graph_observation, bool):
+            raise ValueError(f"graph_observation={graph_observation!r}; expected True or False")
+        if pad_edges is not None and not graph_observation:
+            raise ValueError(f"pad_edges={pad_edges!r} is for graph_observation=True")
         self.mode, self.runtime, self.render_mode = mode, runtime, render_mode
         self.reward = resolve_reward(reward)
         self.failing_signal = check_failing_signal(failing_signal)
@@ -120,9 +129,10 @@ class DevicePlacementEnv(gym.Env):
         if pad_to is not None and (not isinstance(pad_to, int) or isinstance(pad_to, bool) or pad_to < first.n_groups):
             raise ValueError(f"pad_to={pad_to!r}; expected an integer >= the graph's {first.n_groups} groups")
         self.slots = first.n_groups if pad_to is None else pad_to
+        self.edge_slots = resolve_edge_slots(first, pad_edges) if graph_observation else None
         self._task = self._task_for(benchmark, first)
         n_devices = self.cluster.n_devices
-        fields = observation_fields(self.slots, n_devices)
+        fields = observation_fields(self.slots, n_devices, self.edge_slots)
         if mode != "oneshot":
             fields["placement"] = spaces.Box(0.0, 1.0, (self.slots, n_devices), np.float32)
             fields["current"] = spaces.Box(0.0, 1.0, (self.slots,), np.float32)
@@ -167,7 +177,10 @@ class DevicePlacementEnv(gym.Env):
             if graph.n_groups > self.slots:
                 raise ValueError(f"benchmark {graph.name!r} has {graph.n_groups} groups but this env has "
                                  f"{self.slots} slots; make the env with pad_to >= {graph.n_groups}")
-            task = self._tasks[key] = _GraphTask(graph, self.cluster, self.runtime, self.slots, self._measured_options)
+            if self.edge_slots is not None:
+                check_edge_slots(graph, self.edge_slots)
+            task = self._tasks[key] = _GraphTask(graph, self.cluster, self.runtime, self.slots, self._measured_options,
+                                                 self.edge_slots)
         return task
 
     @property

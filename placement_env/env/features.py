@@ -18,6 +18,10 @@ groups. Field by field (S = slots, D = devices, K = NEIGHBOURS, O = OUTPUTS):
 ``position`` (S,)          the group's index / S (groups are numbered in topological order).
 ``devices`` (D, 5)         per device: is CPU, is GPU, peak FLOP/s and memory bandwidth relative to
                            the fastest device, memory relative to the largest.
+
+With ``edge_slots`` (the env's ``graph_observation=True``), the group graph's padded edge list
+joins them: ``edge_index`` (int64), ``edge_bytes`` and ``edge_mask``, described in
+:mod:`placement_env.env.group_graph`.
 """
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ from gymnasium import spaces
 
 from ..cluster import Cluster
 from ..opgraph import OpGraph
+from .group_graph import edge_features, edge_observation_fields
 
 NEIGHBOURS = 6  # per direction, as in the hierarchical placer (6 in + 6 out)
 OUTPUTS = 4
@@ -65,12 +70,13 @@ def op_category(op_type: str) -> int:
     return next((k for k, pattern in enumerate(_PATTERNS) if pattern.search(op_type)), len(_PATTERNS))
 
 
-def observation_fields(slots: int, n_devices: int) -> dict[str, spaces.Box]:
-    """The graph part of the observation space: one Box per field (see the module docstring)."""
+def observation_fields(slots: int, n_devices: int, edge_slots: int | None = None) -> dict[str, spaces.Box]:
+    """The graph part of the observation space: one Box per field (see the module docstring); the
+    edge fields too when ``edge_slots`` is given."""
     def box(shape: tuple[int, ...], low: float = 0.0, high: float = 1.0) -> spaces.Box:
         return spaces.Box(low=low, high=high, shape=shape, dtype=np.float32)
 
-    return {
+    fields = {
         "group_mask": box((slots,)),
         "op_types": box((slots, len(CATEGORY_NAMES))),
         "output_shapes": box((slots, OUTPUTS * MAX_DIMS), low=-1.0),
@@ -81,6 +87,9 @@ def observation_fields(slots: int, n_devices: int) -> dict[str, spaces.Box]:
         "position": box((slots,)),
         "devices": box((n_devices, DEVICE_FEATURES)),
     }
+    if edge_slots is not None:
+        fields.update(edge_observation_fields(slots, edge_slots))
+    return fields
 
 
 @dataclass(frozen=True, eq=False)
@@ -134,8 +143,10 @@ def _output_shapes(graph: OpGraph) -> np.ndarray:
     return result.reshape(n_groups, OUTPUTS * MAX_DIMS)
 
 
-def graph_features(graph: OpGraph, cluster: Cluster, op_seconds: np.ndarray, slots: int) -> GraphFeatures:
-    """Features of ``graph``'s groups on ``cluster`` padded to ``slots`` (>= graph.n_groups)."""
+def graph_features(graph: OpGraph, cluster: Cluster, op_seconds: np.ndarray, slots: int,
+                   edge_slots: int | None = None) -> GraphFeatures:
+    """Features of ``graph``'s groups on ``cluster`` padded to ``slots`` (>= graph.n_groups), and its
+    group graph's edges padded to ``edge_slots`` rows when given."""
     n_groups = graph.n_groups
     if n_groups > slots:
         raise ValueError(f"graph {graph.name!r} has {n_groups} groups, more than the {slots} observation slots; "
@@ -189,4 +200,6 @@ def graph_features(graph: OpGraph, cluster: Cluster, op_seconds: np.ndarray, slo
     }
     for array in fields.values():
         array.setflags(write=False)
+    if edge_slots is not None:
+        fields.update(edge_features(graph, edge_slots))
     return GraphFeatures(fields=fields, slots=slots, n_groups=n_groups)
