@@ -1,5 +1,6 @@
-"""Argument checks shared by the agents' command lines: argparse ``type=`` checkers for counts and numbers, and
-:func:`check_task_arguments` for the flags that name a task (``--benchmark``, ``--cluster``, ``--seed``).
+"""Argument checks shared by the agents' command lines: argparse ``type=`` checkers for counts and numbers,
+:func:`check_task_arguments` for the flags that name a task (``--benchmark``, ``--cluster``, ``--seed``) and
+``--timeout`` of the measured runtime (:func:`add_timeout_argument`, :func:`measured_options`).
 
 A bad value ends the command with argparse's usage error (exit 2) naming the flag, the value and what is
 accepted, before anything is built or written."""
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from typing import Any
 
 
 def _integer(text: str, least: int, kind: str) -> int:
@@ -65,3 +67,21 @@ def check_task_arguments(parser: argparse.ArgumentParser, args: argparse.Namespa
         load_cluster(args.cluster)
     except Exception as error:  # noqa: BLE001
         parser.error(f"argument --cluster: {error}")
+
+
+def add_timeout_argument(parser: argparse.ArgumentParser) -> None:
+    """``--timeout SECONDS``: the measured runtime's limit on one try at measuring a placement."""
+    parser.add_argument("--timeout", type=positive_float, default=None, metavar="SECONDS",
+                        help="with --runtime measured: the limit on measuring one placement on running workers "
+                             "(import, session, init, steps); a placement past it fails as 'timeout' (default: "
+                             "scaled to the graph, 60 s + 10 x its estimated single-device step per run)")
+
+
+def measured_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, Any] | None:
+    """The ``measured_options`` that ``--timeout`` asks for (None without it); ``parser.error`` if it is given
+    with a runtime other than ``measured``."""
+    if args.timeout is None:
+        return None
+    if args.runtime != "measured":
+        parser.error(f"argument --timeout: is for --runtime measured, not --runtime {args.runtime}")
+    return {"timeout_s": args.timeout}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import math
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from tqdm import tqdm
 
@@ -54,11 +54,12 @@ def plot_curve(path: Path, history: Sequence[dict[str, float]], *, title: str = 
 
 
 def baseline_runtimes(benchmark: str, cluster: str, runtime: str, methods: Sequence[str] = BASELINE_METHODS,
-                      budgets: dict[str, int] | None = None, progress: bool = False
+                      budgets: dict[str, int] | None = None, progress: bool = False,
+                      measured_options: dict[str, Any] | None = None
                       ) -> tuple[dict[str, float | None], dict[str, str], float]:
     """Each baseline's runtime (None if it has none), a note for those without one, and the lower bound.
     ``budgets``: runtime evaluations per method (default 100; the zero-budget heuristics spend none)."""
-    evaluator = Evaluator(load_benchmark(benchmark), load_cluster(cluster), runtime)
+    evaluator = Evaluator(load_benchmark(benchmark), load_cluster(cluster), runtime, measured_options=measured_options)
     results: dict[str, float | None] = {}
     notes: dict[str, str] = {}
     lower = evaluator.lower_bound()
@@ -78,13 +79,14 @@ def baseline_runtimes(benchmark: str, cluster: str, runtime: str, methods: Seque
 
 
 def baseline_table(benchmark: str, cluster: str, runtime: str, ours: float, ours_label: str = "reinforce_seq2seq",
-                   methods: Sequence[str] = BASELINE_METHODS, search_budget: int = 0, progress: bool = False
-                   ) -> tuple[str, dict[str, float | None]]:
+                   methods: Sequence[str] = BASELINE_METHODS, search_budget: int = 0, progress: bool = False,
+                   measured_options: dict[str, Any] | None = None) -> tuple[str, dict[str, float | None]]:
     """Markdown table of ``ours`` against the baselines (and, with ``search_budget`` > 0, the search baselines
     given that many evaluations), the lower bound and the gap to it; and the runtimes by name."""
     searches = SEARCH_METHODS if search_budget > 0 else ()
     results, notes, lower = baseline_runtimes(benchmark, cluster, runtime, (*methods, *searches),
-                                              budgets={m: search_budget for m in searches}, progress=progress)
+                                              budgets={m: search_budget for m in searches}, progress=progress,
+                                              measured_options=measured_options)
     ok = {k: v for k, v in results.items() if v is not None}
     best_name = min(ok, key=ok.get) if ok else None
     lines = ["| method | step time (s) | vs ours | gap to lower bound |", "|---|---|---|---|"]

@@ -24,11 +24,12 @@ import gymnasium as gym
 import numpy as np
 from tqdm import tqdm
 
-from agents.arguments import check_task_arguments, positive_float, positive_int
+from agents.arguments import add_timeout_argument, check_task_arguments, measured_options, positive_float, positive_int
 from agents.report import baseline_table, curve_references, plot_curve
 from agents.run_files import (BEST_JSON, BEST_PB, CURVE, LOG, TENSORBOARD, TensorBoardLog, atomic_write, export_best,
                               read_log, run_dir, write_log)
 from placement_env.env.core import MODES
+from placement_env.errors import InfrastructureError
 from placement_env.evaluation import RUNTIMES
 from placement_env.quiet_tf import import_tensorflow_quietly
 
@@ -137,7 +138,8 @@ def train(env_id: str = "DevicePlacement-v0", *, algorithm: str = "PPO", seconds
     ``resume_from``: a saved ``model.zip`` to continue (its hyper-parameters are kept); ``progress``: a
     tqdm bar advanced once per finished episode; ``log_dir``: where SB3 writes its own ``progress.csv``
     (losses, entropy; default: nowhere). On KeyboardInterrupt the partly trained model is kept
-    in ``result.model`` when the exception is raised (``exc.result``).
+    in ``result.model`` when the exception is raised (``exc.result``), as it is on InfrastructureError (the
+    measuring machinery failed on every retry).
     """
     Algorithm = _algorithm_class(algorithm)
     env = make_env(env_id, **env_kwargs)
@@ -166,8 +168,8 @@ def train(env_id: str = "DevicePlacement-v0", *, algorithm: str = "PPO", seconds
     try:
         model.learn(total_timesteps=total_timesteps, callback=_callback(result, deadline, progress),
                     reset_num_timesteps=resume_from is None)
-    except KeyboardInterrupt as interrupt:
-        interrupt.result = result
+    except (KeyboardInterrupt, InfrastructureError) as stop:
+        stop.result = result
         raise
     finally:
         result.env_steps, result.wall_s = int(model.num_timesteps), time.monotonic() - start
@@ -222,6 +224,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--benchmark", default="nmt", help="benchmark name (default: nmt)")
     parser.add_argument("--cluster", default="paper-2gpu", help="cluster name or spec (default: paper-2gpu)")
     parser.add_argument("--runtime", default="sim", choices=RUNTIMES, help="runtime (default: sim)")
+    add_timeout_argument(parser)
     parser.add_argument("--steps", type=positive_int, default=None, help="stop after this many env steps")
     parser.add_argument("--minutes", type=positive_float, default=None,
                         help=f"wall budget of this session in minutes (default: {DEFAULT_MINUTES:g} if no --steps)")
@@ -238,6 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     check_task_arguments(parser, args)
+    options = measured_options(parser, args)
     import_tensorflow_quietly()  # the op costs need TF; its start-up notices would bury the progress bar
     mode = args.mode or ("sequential" if args.algorithm == "MaskablePPO" else "oneshot")
     if mode != "oneshot" and args.algorithm != "MaskablePPO":
@@ -262,15 +266,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     atomic_write(out / RUN, lambda handle: json.dump(meta, handle, indent=1))
     bar = tqdm(desc=f"{args.algorithm} {args.benchmark}", unit="episode", disable=args.no_progress)
-    interrupted = False
+    stopped = ""  # why training ended early: the model and log are still written
     try:
         result = train("placement_env:DevicePlacement-v0", algorithm=args.algorithm, seconds=seconds,
                        total_timesteps=args.steps or 10**9, seed=args.seed, progress=bar,
                        resume_from=out / MODEL if args.resume else None, log_dir=out / "sb3_log",
                        benchmark=args.benchmark,
-                       cluster=args.cluster, runtime=args.runtime, mode=mode)
+                       cluster=args.cluster, runtime=args.runtime, mode=mode, measured_options=options)
     except KeyboardInterrupt as interrupt:
-        result, interrupted = interrupt.result, True
+        result, stopped = interrupt.result, "interrupted"
+    except InfrastructureError as error:
+        result, stopped = error.result, f"error: {error}"
     finally:
         bar.close()
     result.model.save(str(out / MODEL.removesuffix(".zip")))  # SB3 appends .zip
@@ -284,16 +290,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         atomic_write(out / BEST_JSON, lambda handle: json.dump(record, handle, indent=1))
     title = f"{args.algorithm} on {args.benchmark} / {args.cluster} ({args.runtime})"
     references: dict[str, float] = {}
-    if interrupted:
-        print(f"\ninterrupted; model and log written to {out}", file=sys.stderr)
+    if stopped:
+        print(f"\n{stopped}; model and log written to {out}", file=sys.stderr)
         plot_curve(out / CURVE, rows, title=title)
-        return 130
+        return 130 if stopped == "interrupted" else 2
     print(f"\n{result.env_steps} env steps, {len(result.episode_runtimes)} episodes, "
           f"{result.wall_s:.0f} s; best {best:.4f} s; outputs in {out}")
     if not args.no_baselines:
         table, values = baseline_table(args.benchmark, args.cluster, args.runtime, best, ours_label=args.algorithm,
                                        search_budget=int(rows[-1]["evaluations"]) if rows else 0,
-                                       progress=not args.no_progress)
+                                       progress=not args.no_progress, measured_options=options)
         print()
         print(table)
         references = curve_references(values)

@@ -15,6 +15,8 @@ __all__ = [
     "ClusterUnreachableError",
     "IsolationError",
     "DriverError",
+    "SideEffectOpError",
+    "InfrastructureError",
     "RayUnreachableError",
     "WorkerStartError",
     "BudgetExhausted",
@@ -90,6 +92,26 @@ class IsolationError(PlacementEnvError, RuntimeError):
 
 class DriverError(PlacementEnvError, RuntimeError):
     """The driver process failed to start or broke the protocol."""
+
+
+class SideEffectOpError(PlacementEnvError, ValueError):
+    """A graph sent to measured workers holds ops that act outside the training step (write or read
+    host files, print, run Python, open network connections, end the process); ``ops`` lists
+    them as (node, op type, what it does)."""
+
+    def __init__(self, message: str, ops: tuple[tuple[str, str, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.ops = tuple(ops)
+
+
+class InfrastructureError(PlacementEnvError, RuntimeError):
+    """The machinery that measures placements failed on every try (a worker died or stopped, the
+    driver hung or did not start): the placement has no runtime, good or bad, and is charged
+    nothing. ``measurement`` is the failed Measurement (``failure="infrastructure"``)."""
+
+    def __init__(self, message: str, measurement: object = None) -> None:
+        super().__init__(message)
+        self.measurement = measurement
 
 
 class RayUnreachableError(PlacementEnvError, ConnectionError):

@@ -16,15 +16,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import InvalidPlacementError
+from .errors import InfrastructureError, InvalidPlacementError
 from .opgraph import OpGraph
 from .schedule import Schedule
 
 if TYPE_CHECKING:
     from .cluster import Cluster
 
-# Failure kinds a Measurement may carry ("" when ok).
-FAILURES = ("oom", "no_kernel", "error", "timeout", "crash")
+# Failure kinds a Measurement may carry ("" when ok). The first four are the placement's own;
+# "crash": a ParallelEvaluator worker died on every try; "infrastructure": the measured runtime's
+# workers or driver failed on every try (see INFRASTRUCTURE), which says nothing about the placement.
+INFRASTRUCTURE = "infrastructure"
+FAILURES = ("oom", "no_kernel", "error", "timeout", "crash", INFRASTRUCTURE)
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,6 +54,21 @@ class Measurement:
     def __post_init__(self) -> None:
         if not self.ok and self.failure not in FAILURES:
             raise ValueError(f"failure={self.failure!r}: a failed Measurement needs one of {FAILURES}")
+
+    @property
+    def infrastructure_failure(self) -> bool:
+        """The machinery failed (``failure="infrastructure"``): no verdict on the placement."""
+        return not self.ok and self.failure == INFRASTRUCTURE
+
+
+def raise_on_infrastructure_failure(*measurements: Measurement) -> None:
+    """InfrastructureError for the first measurement the machinery failed, so that no caller charges a
+    placement for it (as it would a placement that failed on its own)."""
+    for m in measurements:
+        if m.infrastructure_failure:
+            raise InfrastructureError(
+                f"the measuring machinery failed, not the placement: {m.message} -- nothing was charged; "
+                "try again (a resumed run retries it)", m)
 
 
 def check_placement(graph: OpGraph, cluster: Cluster, placement: Any) -> np.ndarray:

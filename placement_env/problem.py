@@ -23,7 +23,7 @@ from .costs import OpCosts
 from .errors import BudgetExhausted, UnknownMethodError
 from .evaluation import Evaluator
 from .opgraph import OpGraph
-from .placement import Measurement, allowed_devices, check_placement
+from .placement import Measurement, allowed_devices, check_placement, raise_on_infrastructure_failure
 
 # The built-in methods by name, as import paths: placement_env never imports baselines or agents
 # itself; resolve_method imports a method when it is asked for.
@@ -117,11 +117,13 @@ class Problem:
         return float("inf") if self.budget is None else self.budget - self.evaluations
 
     def evaluate(self, placement: Any) -> Measurement:
-        """The runtime's Measurement of ``placement``; counts against the budget."""
+        """The runtime's Measurement of ``placement``; counts against the budget. A measurement the
+        machinery failed (``failure="infrastructure"``) raises InfrastructureError and counts nothing."""
         if self.budget_left <= 0:
             raise BudgetExhausted(f"the budget of {self.budget} runtime evaluations is spent")
-        self.evaluations += 1
         m = self._runtime(placement)
+        raise_on_infrastructure_failure(m)
+        self.evaluations += 1
         self._record(m)
         return m
 
@@ -132,6 +134,7 @@ class Problem:
         if rows > self.budget_left:
             raise BudgetExhausted(f"{rows} evaluations asked, {self.budget_left:g} left of the budget of {self.budget}")
         measurements = self._runtime.batch(placements)
+        raise_on_infrastructure_failure(*measurements)
         for m in measurements:
             self.evaluations += 1
             self._record(m)

@@ -69,6 +69,8 @@ def test_cli_writes_outputs_resumes_and_refuses_other_runs(tmp_path, capsys):
     (["--steps", "0"], "--steps"),
     (["--benchmark", "no-such-model"], "--benchmark"),
     (["--cluster", "no-such-cluster"], "--cluster"),
+    (["--timeout", "5"], "argument --timeout: is for --runtime measured, not --runtime sim"),
+    (["--runtime", "measured", "--timeout", "0"], "argument --timeout: expected a positive number"),
 ])
 def test_cli_bad_values(argv, message, capsys):
     from agents.sb3 import main

@@ -1,8 +1,10 @@
 """The benchmark harness: run, resume, validate, report, third-party methods, bad input."""
 import json
 
+import numpy as np
 import pytest
 
+import placement_env as pe
 from placement_env.errors import UnknownMethodError
 from placement_env import harness
 from placement_env.cli import main
@@ -120,6 +122,37 @@ def test_method_errors_are_recorded_and_the_run_goes_on(tmp_path):
     assert len(broken) == 3 and all(r["failure"] == "method_error" and "always fails" in r["message"] for r in broken)
     assert all(r["ok"] for r in rows if r["method"] == "single_gpu")
     assert validate(path, progress=False)[1] == []
+
+
+def test_infrastructure_failures_are_recorded_apart_and_redone_by_a_resumed_run(tmp_path):
+    path = tmp_path / "r.jsonl"
+    rows = run_suite("tiny", ["thirdparty_agent:machinery_fails_once"], path, budget=3, progress=False)
+    failed = [r for r in rows if not r["ok"]]
+    assert len(failed) == 1 and failed[0]["failure"] == "infrastructure" and "pid 4242" in failed[0]["message"]
+    assert "nothing was charged" in failed[0]["message"]
+    again = run_suite("tiny", ["thirdparty_agent:machinery_fails_once"], path, budget=3, progress=False)
+    assert [(r["task"], r["ok"]) for r in again] == [(failed[0]["task"], True)]  # only that one is redone
+    assert run_suite("tiny", ["thirdparty_agent:machinery_fails_once"], path, budget=3, progress=False) == []
+
+
+def test_problem_charges_nothing_for_an_infrastructure_failure(tiny, paper2):
+    from placement_env.placement import Measurement
+
+    class Broken:  # a runtime whose machinery fails (what the measured runtime returns after its retries)
+        def __call__(self, placement):
+            return Measurement(runtime_s=float("nan"), ok=False, failure="infrastructure", message="driver hung")
+
+        def batch(self, placements):
+            return [self(p) for p in placements]
+
+    problem = pe.Problem(graph=tiny, cluster=paper2, evaluator=Broken(), budget=5)
+    placement = np.zeros(tiny.n_groups, dtype=int)
+    with pytest.raises(pe.InfrastructureError, match="machinery failed, not the placement: driver hung") as error:
+        problem.evaluate(placement)
+    assert error.value.measurement.failure == "infrastructure"
+    with pytest.raises(pe.InfrastructureError):
+        problem.evaluate_batch([placement, placement])
+    assert problem.evaluations == 0 and problem.best is None
 
 
 def test_unknown_suite_and_method(tmp_path):

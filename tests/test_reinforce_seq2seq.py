@@ -430,6 +430,8 @@ def test_place_through_resolve_method():
     (["--out-dir", __file__], "--out-dir"),
     (["--workers", "0"], "--workers"),
     (["--backend", "process", "--ray-address", "127.0.0.1:1"], "--ray-address"),
+    (["--timeout", "5"], "argument --timeout: is for --runtime measured, not --runtime sim"),
+    (["--runtime", "measured", "--timeout", "-1"], "argument --timeout: expected a positive number"),
 ])
 def test_cli_bad_values(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
@@ -574,3 +576,15 @@ def test_an_interrupted_command_line_run_still_exports_its_best_placement(tmp_pa
     assert main(["--benchmark", "rnnlm-tiny", "--paper", "--budget", "16", "--samples", "8", "--out-dir", str(tmp_path),
                  "--no-progress"]) == 130
     assert (tmp_path / "best_placement.pb").exists() and "placed TF graph" in capsys.readouterr().err
+
+
+def test_timeout_flag_gives_the_measured_runtime_its_timeout():
+    import argparse
+
+    from agents.arguments import add_timeout_argument, measured_options
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--runtime", default="sim")
+    add_timeout_argument(parser)
+    assert measured_options(parser, parser.parse_args(["--runtime", "measured", "--timeout", "30"])) == {"timeout_s": 30.0}
+    assert measured_options(parser, parser.parse_args(["--runtime", "measured"])) is None  # scaled to the graph

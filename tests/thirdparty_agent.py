@@ -1,7 +1,7 @@
 """A stand-in third-party placement method, plugged into the harness by import path only."""
 import numpy as np
 
-from placement_env.placement import random_placements
+from placement_env.placement import Measurement, raise_on_infrastructure_failure, random_placements
 
 CALLS = {"n": 0}
 
@@ -25,4 +25,16 @@ def interrupted_after_two(problem):
     CALLS["n"] += 1
     if CALLS["n"] == 3:
         raise KeyboardInterrupt
+    return np.zeros(problem.graph.n_groups, dtype=np.int64)
+
+
+MACHINERY = {"failures_left": 1}
+
+
+def machinery_fails_once(problem):
+    """Its first call meets a measuring machinery that failed on every retry (as a dead worker would)."""
+    if MACHINERY["failures_left"]:
+        MACHINERY["failures_left"] -= 1
+        raise_on_infrastructure_failure(Measurement(runtime_s=float("nan"), ok=False, failure="infrastructure",
+                                                    message="worker 1 (pid 4242) died"))
     return np.zeros(problem.graph.n_groups, dtype=np.int64)

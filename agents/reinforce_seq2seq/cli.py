@@ -17,12 +17,15 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from agents.arguments import check_task_arguments, non_negative_float, non_negative_int, positive_float, positive_int
+from agents.arguments import (add_timeout_argument, check_task_arguments, measured_options, non_negative_float,
+                              non_negative_int, positive_float, positive_int)
 from agents.report import baseline_table, curve_references, plot_curve
 from agents.run_files import BEST_JSON, BEST_PB, CURVE, export_best
-from placement_env import METHODS, CheckpointMismatchError, ParallelEvaluator, PlacementEnvError
+from placement_env import (METHODS, CheckpointMismatchError, ParallelEvaluator, PlacementEnvError, load_benchmark,
+                           load_cluster)
 from placement_env.evaluation import RUNTIMES
-from placement_env.parallel import BACKENDS
+from placement_env.parallel import BACKENDS, DEFAULT_TIMEOUT_S
+from placement_env.runtime.measured import MeasuredRuntime
 from placement_env.quiet_tf import import_tensorflow_quietly
 
 from .config import FINE_TUNING, Config
@@ -39,6 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--benchmark", default="nmt", help="benchmark name (default: nmt)")
     parser.add_argument("--cluster", default="paper-2gpu", help="cluster name or spec (default: paper-2gpu)")
     parser.add_argument("--runtime", default="sim", choices=RUNTIMES, help="runtime (default: sim)")
+    add_timeout_argument(parser)
     parser.add_argument("--budget", type=positive_int, default=None,
                         help="stop after this many runtime evaluations in total (default: none)")
     parser.add_argument("--minutes", type=positive_float, default=None,
@@ -114,7 +118,16 @@ def _interrupted(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt
 
 
-def _train(args: argparse.Namespace, config: Config, out: Path) -> TrainResult:
+def _placement_limit_s(args: argparse.Namespace, options: dict[str, Any] | None) -> float:
+    """How long a parallel worker may take over one placement: with the measured runtime, the longest its
+    own tries can take (so its timeout, not the worker's, decides); else ParallelEvaluator's default."""
+    if args.runtime != "measured":
+        return DEFAULT_TIMEOUT_S
+    runtime = MeasuredRuntime(load_cluster(args.cluster), **(options or {}))  # starts no worker
+    return runtime.longest_s(load_benchmark(args.benchmark))
+
+
+def _train(args: argparse.Namespace, config: Config, out: Path, options: dict[str, Any] | None) -> TrainResult:
     """Train as the flags say, on the chosen backend (whose workers are closed afterwards)."""
     seconds = args.minutes * 60 if args.minutes is not None else (None if args.budget else DEFAULT_MINUTES * 60)
     backend = "ray" if args.ray_address else args.backend
@@ -122,22 +135,24 @@ def _train(args: argparse.Namespace, config: Config, out: Path) -> TrainResult:
     try:
         if backend != "local":
             evaluator = ParallelEvaluator(args.benchmark, args.cluster, args.runtime, backend=backend,
-                                          workers=args.workers, address=args.ray_address)
+                                          workers=args.workers, address=args.ray_address, measured_options=options,
+                                          timeout_s=_placement_limit_s(args, options))
         return train(args.benchmark, args.cluster, args.runtime, budget=args.budget, seconds=seconds,
                      samples=args.samples, seed=args.seed, out_dir=out, resume=args.resume,
-                     progress=not args.no_progress, config=config, evaluator=evaluator)
+                     progress=not args.no_progress, config=config, evaluator=evaluator, measured_options=options)
     finally:
         if evaluator is not None:
             evaluator.close()
 
 
-def _report(args: argparse.Namespace, result: TrainResult, out: Path) -> None:
+def _report(args: argparse.Namespace, result: TrainResult, out: Path, options: dict[str, Any] | None) -> None:
     """The summary line, the table against the baselines (and the curve with their lines), the placed graph."""
     print(f"\n{result.updates} updates, {result.evaluations} evaluations, {result.wall_s:.0f} s; "
           f"best {result.best_runtime_s:.4f} s; outputs in {out}")
     if not args.no_baselines:
         table, values = baseline_table(args.benchmark, args.cluster, args.runtime, result.best_runtime_s,
-                                       search_budget=result.evaluations, progress=not args.no_progress)
+                                       search_budget=result.evaluations, progress=not args.no_progress,
+                                       measured_options=options)
         print()
         print(table)
         plot_curve(out / CURVE, result.history, title=f"{args.benchmark} on {args.cluster} ({args.runtime})",
@@ -151,12 +166,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     _check_flags(parser, args)
+    options = measured_options(parser, args)
     import_tensorflow_quietly()  # the op costs need TF; its start-up notices would bury the progress bar
     config = _config(args)
     signal.signal(signal.SIGTERM, _interrupted)
     out = Path(args.out_dir) if args.out_dir else default_out_dir(args.benchmark, args.cluster, args.runtime)
     try:
-        result = _train(args, config, out)
+        result = _train(args, config, out, options)
     except (CheckpointMismatchError, FileNotFoundError, PlacementEnvError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -166,5 +182,5 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(export_best(args.benchmark, args.cluster, json.loads((out / BEST_JSON).read_text())["placement"],
                               out / BEST_PB), file=sys.stderr)
         return 130
-    _report(args, result, out)
+    _report(args, result, out, options)
     return 0

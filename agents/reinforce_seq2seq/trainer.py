@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from placement_env.env.rewards import charged_runtime
+from placement_env.placement import raise_on_infrastructure_failure
 
 from .config import Config
 from .policy import Seq2SeqPolicy
@@ -102,6 +103,7 @@ class Trainer:
         measurements = list(evaluate_batch(placements))
         if len(measurements) != k:
             raise RuntimeError(f"the evaluator returned {len(measurements)} measurements for {k} placements")
+        raise_on_infrastructure_failure(*measurements)  # no verdict on the placements: learn nothing from them
         self.evaluations += k
         ok_all = np.array([bool(m.ok) for m in measurements])
         charged_all = np.array([charged_runtime(m, cfg.failing_signal) for m in measurements])

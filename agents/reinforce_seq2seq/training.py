@@ -21,7 +21,7 @@ import numpy as np
 
 from agents.report import plot_curve
 from agents.run_files import BEST_JSON, CURVE, LOG, TENSORBOARD, TensorBoardLog, atomic_write, run_dir, write_log
-from placement_env import Cluster, Problem, load_benchmark, load_cluster
+from placement_env import Cluster, Evaluator, Problem, load_benchmark, load_cluster
 
 from .checkpoint import CHECKPOINT, CHECKPOINT_EVERY, check_shapes, load_for_resume, save_checkpoint
 from .config import Config, is_integer
@@ -168,8 +168,8 @@ def _trainer(problem: Problem, state: dict[str, Any] | None, checkpoint: Path, c
 def train(benchmark: str = "nmt", cluster: str | Cluster = "paper-2gpu", runtime: str = "sim", *,
           budget: int | None = None, seconds: float | None = None, samples: int = 16, seed: int = 0,
           out_dir: str | os.PathLike | None = None, resume: bool = False, evaluator: Any = None,
-          progress: bool = True, config: Config | None = None, checkpoint_every: int = CHECKPOINT_EVERY
-          ) -> TrainResult:
+          progress: bool = True, config: Config | None = None, checkpoint_every: int = CHECKPOINT_EVERY,
+          measured_options: dict[str, Any] | None = None) -> TrainResult:
     """Train the seq2seq policy on ``benchmark`` / ``cluster`` / ``runtime`` with REINFORCE.
 
     ``budget``: total runtime evaluations (a resumed run counts those already spent); ``seconds``:
@@ -179,7 +179,8 @@ def train(benchmark: str = "nmt", cluster: str | Cluster = "paper-2gpu", runtime
     learning curve. ``resume``: continue from ``out_dir/checkpoint.pt`` (which must belong to the
     same benchmark, cluster and runtime; its config is kept). ``evaluator``: anything with
     ``.batch(placements [K, n]) -> list[Measurement]`` or such a callable (e.g. a
-    ``placement_env.ParallelEvaluator``); by default the problem's own evaluator.
+    ``placement_env.ParallelEvaluator``); by default the problem's own evaluator, which gets
+    ``measured_options`` (e.g. ``{"timeout_s": 60}``) with ``runtime="measured"``.
     """
     _check_arguments(budget, samples, checkpoint_every, seconds)
     if budget is None and seconds is None:
@@ -188,7 +189,9 @@ def train(benchmark: str = "nmt", cluster: str | Cluster = "paper-2gpu", runtime
     meta = {"benchmark": str(benchmark), "cluster": str(cluster_name), "runtime": str(runtime)}
     out = Path(out_dir) if out_dir is not None else default_out_dir(*meta.values())
     state = load_for_resume(out / CHECKPOINT, meta) if resume else None
-    problem = Problem.make(load_benchmark(benchmark), load_cluster(cluster), runtime=runtime, seed=seed)
+    graph, cluster_spec = load_benchmark(benchmark), load_cluster(cluster)
+    problem = Problem.make(graph, cluster_spec, seed=seed,
+                           evaluator=Evaluator(graph, cluster_spec, runtime, measured_options=measured_options))
     try:
         trainer = _trainer(problem, state, out / CHECKPOINT,
                            dataclasses.replace(config or Config(), samples=int(samples)), seed)

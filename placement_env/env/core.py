@@ -15,7 +15,9 @@ Modes (``mode=``):
 Reward (``reward=``): ``"neg_sqrt_runtime"`` (-sqrt(step seconds), the paper's), ``"neg_runtime"``,
 ``"speedup"`` (reference runtime / runtime), a :class:`~placement_env.env.rewards.Reward`, or a callable
 ``f(runtime_s, reference_s)``. A failed placement (out of memory, no kernel, error)
-is charged ``failing_signal`` seconds (100 by default) and ``info["failure"]`` says why.
+is charged ``failing_signal`` seconds (100 by default) and ``info["failure"]`` says why. When the
+measured runtime's machinery fails on every retry (``failure="infrastructure"``), ``step`` and
+``reset`` raise InfrastructureError instead: nothing is charged, and the env is as before the call.
 The reference placement is the fastest single-device placement that runs.
 
 Observations are a ``Dict`` of float32 ``Box``es padded to ``S = pad_to`` group slots (default:
@@ -39,11 +41,11 @@ from gymnasium.error import ResetNeeded
 
 from ..benchmarks import load_benchmark
 from ..cluster import Cluster, load_cluster
-from ..errors import InvalidActionError
+from ..errors import InfrastructureError, InvalidActionError
 from ..evaluation import RUNTIMES, Evaluator, check_measured_options
 from ..grouping import DEFAULT_MAX_GROUPS, group_ops
 from ..opgraph import OpGraph
-from ..placement import Measurement, allowed_devices, check_placement, single_device
+from ..placement import Measurement, allowed_devices, check_placement, raise_on_infrastructure_failure, single_device
 from .features import GraphFeatures, graph_features, observation_fields
 from .group_graph import check_edge_slots, resolve_edge_slots
 from .rewards import DEFAULT_FAILING_SIGNAL_S, Reward, charged_runtime, check_failing_signal, resolve_reward
@@ -80,6 +82,7 @@ class _GraphTask:
         if self._reference is None:
             candidates = [single_device(self.graph, self.sim.cluster, d) for d in range(self.sim.cluster.n_devices)]
             results = [self.evaluator(p) for p in candidates]
+            raise_on_infrastructure_failure(*results)
             best = min(range(len(candidates)), key=lambda d: (charged_runtime(results[d], failing_signal), d))
             self._reference = (candidates[best], results[best])
         return self._reference
@@ -216,6 +219,7 @@ class DevicePlacementEnv(gym.Env):
 
     def _evaluate(self, placement: np.ndarray, evaluator: Evaluator | None = None) -> tuple[Measurement, float]:
         m = (evaluator or self._task.evaluator)(placement)
+        raise_on_infrastructure_failure(m)
         return m, charged_runtime(m, self.failing_signal)
 
     def _info(self, m: Measurement, charged: float) -> dict[str, Any]:
@@ -260,7 +264,7 @@ class DevicePlacementEnv(gym.Env):
             self._task = self._task_for(options["benchmark"])
         if "placement" in options and self.mode != "improve":
             raise ValueError(f"reset option 'placement' (a start placement) is for mode='improve', not {self.mode!r}")
-        self._step, self._done, self._started, self._last = 0, False, True, None
+        self._step, self._done, self._started, self._last = 0, True, False, None  # set once reset succeeds
         self._placement = np.zeros(self.slots, np.int64)
         info: dict[str, Any] = {"benchmark": self.graph.name, "n_groups": self.n_groups}
         if self.mode == "improve":
@@ -273,6 +277,7 @@ class DevicePlacementEnv(gym.Env):
         elif self.mode == "sequential" and self.dense_reward:
             self._placement[: self.n_groups] = self._task.reference(self.failing_signal)[0]
             self._last_reward_runtime = self._evaluate(self._placement[: self.n_groups], self._task.sim)[1]
+        self._done, self._started = False, True
         return self._observation(), info
 
     def _check_placement(self, placement: Any) -> np.ndarray:
@@ -296,6 +301,14 @@ class DevicePlacementEnv(gym.Env):
         return array.astype(np.int64) if self.mode == "oneshot" else int(array.reshape(()))
 
     def step(self, action: Any):
+        saved = self._placement.copy(), self._step
+        try:
+            return self._take(action)
+        except InfrastructureError:  # nothing charged: leave the episode as it was, to step again
+            self._placement, self._step = saved
+            raise
+
+    def _take(self, action: Any):
         if not self._started:
             raise ResetNeeded("call reset() before step()")
         if self._done:

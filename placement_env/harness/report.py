@@ -26,7 +26,7 @@ BASELINE_COLUMNS = (("single_cpu", "1 CPU"), ("single_gpu", "1 GPU"), ("scotch",
                     ("expert", "Expert"), ("metis", "METIS"), ("heft", "HEFT"), ("m_topo", "m-TOPO"),
                     ("m_etf", "m-ETF"), ("random_search", "Random search"))
 _FAILURE_LABELS = {"oom": "OOM", "no_kernel": "no kernel", "method_error": "n/a", "timeout": "timeout",
-                   "crash": "crash", "error": "error"}
+                   "crash": "crash", "error": "error", "infrastructure": "infra failure"}
 
 
 def file_part(name: str) -> str:

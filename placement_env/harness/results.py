@@ -12,6 +12,7 @@ from typing import Any, Iterable, Iterator
 from ..errors import ResultsBusyError, ResultsFormatError
 from ..cluster import Cluster
 from ..evaluation import RUNTIMES
+from ..placement import INFRASTRUCTURE
 from ..runtime.simulated import SIMULATOR_VERSION
 
 COLUMNS = ("suite", "task", "benchmark", "cluster", "runtime", "method", "seed", "budget", "placement",
@@ -127,7 +128,9 @@ def drop_torn_tail(path: str | os.PathLike) -> bool:
 
 
 def finished_keys(rows: Iterable[dict[str, Any]]) -> set[tuple]:
-    return {row_key(row) for row in rows}
+    """Keys of the rows a resumed run skips: all but those whose measuring machinery failed
+    (``failure="infrastructure"``), which a rerun does again."""
+    return {row_key(row) for row in rows if row["failure"] != INFRASTRUCTURE}
 
 
 @contextlib.contextmanager

@@ -3,7 +3,8 @@
 A rerun with the same results file skips the rows already there, so an interrupted run resumes
 without redoing or losing finished work. A method that raises (e.g. the expert has no placement
 for a synthetic graph, the Scotch mapper is missing) gives a row with ``failure="method_error"``
-and its message; the run goes on.
+and its message; the run goes on. When the measured runtime's machinery fails (after its own
+retries) the row has ``failure="infrastructure"``: it is not finished work, so a rerun does it again.
 """
 from __future__ import annotations
 
@@ -16,8 +17,9 @@ from tqdm import tqdm
 
 from ..benchmarks import load_benchmark
 from ..cluster import Cluster, load_cluster
+from ..errors import InfrastructureError
 from ..evaluation import Evaluator
-from ..placement import Measurement
+from ..placement import INFRASTRUCTURE, Measurement
 from ..problem import METHODS, Problem, resolve_method, solve
 from .results import append_row, drop_torn_tail, finished_keys, read_rows, results_lock, versions
 from .suites import Task, load_suite
@@ -91,6 +93,9 @@ def _run_one(suite: str, task: Task, name: str, seed: int, budget: int, results:
                       benchmark=task.benchmark, budget=budget, rng=np.random.default_rng(seed))
     try:
         solution = solve(name, problem)
+    except InfrastructureError as error:  # not the method's failure: recorded, and redone by a rerun
+        row = _row(suite, task, evaluator.cluster, name, seed, budget, [], None, problem.evaluations, 0.0,
+                   evaluator.lower_bound(), failure=INFRASTRUCTURE, message=str(error))
     except Exception as error:  # noqa: BLE001 - any method failure is recorded, never fatal
         row = _row(suite, task, evaluator.cluster, name, seed, budget, [], None, problem.evaluations, 0.0,
                    evaluator.lower_bound(), failure="method_error", message=f"{type(error).__name__}: {error}")

@@ -2,7 +2,9 @@
 
 :class:`DriverProcess` starts the driver, speaks its request protocol (framed by :mod:`.protocol`)
 with a deadline on every read and write, and kills the driver's whole process group when it
-crashes, times out or is closed; the next request starts a fresh one. Two kinds of driver:
+crashes, times out or is closed; the next request starts a fresh one. It refuses graphs with ops
+that act outside the step (:mod:`.side_effects`) before sending them, and tells failures of the
+machinery (``"infrastructure"`` in an answer) from failures of the placement. Two kinds of driver:
 :class:`LocalWorkers` starts N ``tf.distribute.Server`` workers of its own inside a private network
 namespace (see :mod:`.workers`); :class:`RemoteDriver` starts none and measures on the user's
 running TF cluster. Every driver still running when Python exits is closed.
@@ -23,15 +25,19 @@ from typing import Any
 
 from ..errors import DriverError, IsolationError
 from .protocol import LENGTH, encode
-from .workers import alive, isolation_prefix, kill_process_tree
+from .side_effects import refuse_side_effects
+from .workers import isolation_prefix, kill_process_tree, unresponsive
 
 START_TIMEOUT_S = 120.0  # driver + workers importing TF on a loaded 2-core machine
-TIMEOUT_MARGIN_S = 30.0  # parent-side allowance over a measurement's own timeout
+# How long past a measurement's own timeout the parent waits for the driver's answer: the driver
+# enforces the timeout itself, so this only bounds a driver that stopped answering.
+TIMEOUT_MARGIN_S = 2.0
 DRIVER_MODULE = "placement_env.runtime.local_driver"  # run as ``python -m DRIVER_MODULE``
 
 
 class _DriverDied(Exception):
-    """The driver crashed (``failure="crash"``) or did not answer in time (``"timeout"``)."""
+    """The driver or a worker died or stopped (``failure="crash"``), or the driver did not answer in
+    time (``"timeout"``)."""
 
     def __init__(self, message: str, failure: str = "crash") -> None:
         super().__init__(message)
@@ -211,9 +217,9 @@ class DriverProcess:
             elif proc.poll() is not None:
                 raise _DriverDied(f"driver exited (status {proc.returncode})")
             else:
-                dead = [pid for pid in self.worker_pids if not alive(pid)]
-                if dead:
-                    raise _DriverDied(f"worker process(es) {dead} died")
+                wrong = unresponsive(self.worker_pids)
+                if wrong:
+                    raise _DriverDied(f"worker process(es): {', '.join(wrong)}")
 
     def _read(self, deadline: float) -> tuple[dict, bytes]:
         """The driver's next message (header, payload), read by ``deadline``."""
@@ -247,23 +253,39 @@ class DriverProcess:
                 margin_s: float = TIMEOUT_MARGIN_S, trace: bool = False, trace_steps: int = 0) -> dict:
         """Raw measurement: the driver's answer dict (``ok``, ``step_times_s`` or ``failure``/``message``).
 
-        ``trace_steps`` > 0 runs that many more, untimed steps with a full trace and adds
-        ``op_profile`` (``{node: {"device", "seconds": [per traced step]}}``) to the answer.
+        ``infrastructure`` is true in the answer when the machinery failed, not the placement: the
+        driver did not start, the driver or a worker died or stopped, a server was unreachable, or the
+        driver gave no answer within ``timeout_s`` + ``margin_s`` (the driver answers a ``timeout``
+        itself at ``timeout_s``). After any timeout or infrastructure failure the driver and its
+        workers are killed and the next request starts fresh ones. ``trace_steps`` > 0 runs that many
+        more, untimed steps with a full trace and adds ``op_profile`` (``{node: {"device", "seconds":
+        [per traced step]}}``) to the answer. A graph with ops that act outside the step raises
+        SideEffectOpError before anything is sent or started.
         """
+        refuse_side_effects(graph_def)
         header = {"op": "measure", "devices": devices, "train_op": train_op, "init_op": init_op,
                   "feeds": list(feeds), "steps": int(steps), "timeout_s": float(timeout_s), "trace": bool(trace),
                   "trace_steps": int(trace_steps)}
-        was_running = self.running
-        if self._proc is not None and not was_running:
+        if self._proc is not None and not self.running:
             self._kill()  # died while idle: start afresh, it is not this placement's fault
         try:
-            return self.request(header, graph_def, timeout_s=timeout_s + margin_s)
+            answer = self.request(header, graph_def, timeout_s=timeout_s + margin_s)
+        except DriverError as error:
+            return {"ok": False, "failure": "crash", "infrastructure": True, "message": str(error)}
         except _DriverDied as error:
-            what = "killed the driver and its workers" if error.failure == "timeout" else "restarting on next use"
-            message = f"{error}; {what}"
+            message = f"{error}; killed the driver and its workers"
             if error.failure == "timeout":
-                message = f"no answer within {timeout_s} s + {margin_s} s margin; {what}"
-            return {"ok": False, "failure": error.failure, "message": message}
+                message = f"no answer within {timeout_s:g} s + {margin_s:g} s margin; killed the driver and its workers"
+            return {"ok": False, "failure": error.failure, "infrastructure": True, "message": message}
+        if answer.get("ok") or answer.get("failure") not in ("timeout", "crash"):
+            return answer
+        wrong = unresponsive(self.worker_pids)  # before the kill: a stopped worker is not the placement's doing
+        with self._lock:
+            self._kill()  # workers may still be busy with the cancelled step, or unreachable: start clean
+        if wrong:
+            answer["message"] = f"{answer.get('message', '')} (worker process(es): {', '.join(wrong)})"
+        answer["infrastructure"] = answer["failure"] == "crash" or bool(wrong)
+        return answer
 
 
 class LocalWorkers(DriverProcess):

@@ -20,7 +20,9 @@ and raw payload bytes). The driver's first message is a hello
 Requests: ``{"op": "measure", "devices": {op_name: tf_device}, "train_op", "init_op", "feeds",
 "steps", "timeout_s", "trace", "trace_steps"}`` + GraphDef bytes -> ``{"kind": "result", "ok": true,
 "step_times_s": [...], "setup_s", "init_s", "trace_devices"}`` (with ``trace_steps`` > 0 also
-``"op_profile": {node: {"device", "seconds": [one per traced step]}}`` and ``"traced_step_times_s"``) or ``{"kind": "result", "ok": false, "failure": kind, "message": text}``;
+``"op_profile": {node: {"device", "seconds": [one per traced step]}}`` and ``"traced_step_times_s"``) or
+``{"kind": "result", "ok": false, "failure": kind, "message": text}``; the answer comes within
+``timeout_s`` even when TF is stuck (``failure: "timeout"``, naming what it was doing);
 ``{"op": "shutdown"}`` -> the driver kills its workers and exits. If a worker dies, the driver
 writes ``{"kind": "crash", "message": ...}`` and exits at once.
 
@@ -178,7 +180,7 @@ class Driver:
             if op == "ping":
                 self.send({"kind": "pong"})
             elif op == "measure":
-                self.send(dict(kind="result", **measure(self, header, payload)))
+                self.send(dict(kind="result", **measure_within_deadline(self, header, payload)))
             else:
                 self.send({"kind": "result", "ok": False, "failure": "error", "message": f"unknown op {op!r}"})
 
@@ -261,7 +263,7 @@ def _feed_dict(graph: Any, feeds: list[dict]) -> dict:
     return feed_dict
 
 
-def _traced_steps(sess: Any, header: dict, feed_dict: dict, options: Callable[[], Any]) -> dict:
+def _traced_steps(sess: Any, header: dict, feed_dict: dict, options: Callable[[], Any], progress: dict) -> dict:
     """Run the extra, untimed steps with a full trace that ``header`` asks for (``trace``: one,
     ``trace_steps``: that many); the answer's trace fields."""
     import tensorflow as tf
@@ -271,6 +273,7 @@ def _traced_steps(sess: Any, header: dict, feed_dict: dict, options: Callable[[]
     n_traced = max(int(header.get("trace_steps", 0)), 1 if header.get("trace") else 0)
     traced_times = []
     for step in range(n_traced):
+        progress["phase"] = f"running traced step {step + 1} of {n_traced}"
         run_options = options()
         run_options.trace_level = tf.compat.v1.RunOptions.FULL_TRACE
         metadata = tf.compat.v1.RunMetadata()
@@ -292,10 +295,30 @@ def _traced_steps(sess: Any, header: dict, feed_dict: dict, options: Callable[[]
     return result
 
 
-def measure(driver: Driver, header: dict, payload: bytes) -> dict:
+WATCHDOG_GRACE_S = 0.5  # past the timeout, the watchdog answers for a measurement stuck inside TF
+
+
+def measure_within_deadline(driver: Driver, header: dict, payload: bytes) -> dict:
+    """:func:`measure` in a thread, answered by ``timeout_s`` (+ :data:`WATCHDOG_GRACE_S`) even if it is
+    stuck where TF's own deadlines do not reach (importing a big graph, creating or closing a session
+    with a stopped server): then ``{"ok": False, "failure": "timeout"}`` names the phase it was in, and
+    the parent replaces this driver."""
+    progress = {"phase": "starting"}
+    result: dict = {}
+    thread = threading.Thread(target=lambda: result.update(measure(driver, header, payload, progress)), daemon=True)
+    thread.start()
+    thread.join(float(header["timeout_s"]) + WATCHDOG_GRACE_S)
+    if thread.is_alive():
+        return {"ok": False, "failure": "timeout",
+                "message": f"the measurement did not end within {float(header['timeout_s']):g} s: it was still "
+                           f"{progress['phase']}"}
+    return result
+
+
+def measure(driver: Driver, header: dict, payload: bytes, progress: dict) -> dict:
     """Answer of one ``measure`` request: import the placed graph, run ``init_op`` and ``steps``
     timed steps of ``train_op`` on ``driver.target``, then the traced steps; a TF error or a bad
-    graph gives ``{"ok": False, "failure", "message"}``."""
+    graph gives ``{"ok": False, "failure", "message"}``. ``progress["phase"]`` says what it is doing."""
     import tensorflow as tf
 
     start = time.perf_counter()
@@ -309,6 +332,7 @@ def measure(driver: Driver, header: dict, payload: bytes) -> dict:
         return tf.compat.v1.RunOptions(timeout_in_ms=left_ms)
 
     try:
+        progress["phase"] = "importing the graph"
         graph = _placed_graph(payload, header["devices"])
         with graph.as_default():
             feed_dict = _feed_dict(graph, header.get("feeds", []))
@@ -316,7 +340,9 @@ def measure(driver: Driver, header: dict, payload: bytes) -> dict:
             allow_soft_placement=False,
             operation_timeout_in_ms=max(1, int(timeout_s * 1000)),
         )
+        progress["phase"] = "creating the session"
         with tf.compat.v1.Session(driver.target, graph=graph, config=config) as sess:
+            progress["phase"] = "running init_op"
             if header.get("init_op"):
                 init_start = time.perf_counter()
                 sess.run(header["init_op"], feed_dict=feed_dict, options=options())
@@ -325,11 +351,13 @@ def measure(driver: Driver, header: dict, payload: bytes) -> dict:
                 init_s = 0.0
             setup_s = time.perf_counter() - start
             times = []
-            for _ in range(int(header["steps"])):
+            for step in range(int(header["steps"])):
+                progress["phase"] = f"running step {step + 1} of {header['steps']}"
                 t0 = time.perf_counter()
                 sess.run(header["train_op"], feed_dict=feed_dict, options=options())
                 times.append(time.perf_counter() - t0)
-            trace = _traced_steps(sess, header, feed_dict, options)
+            trace = _traced_steps(sess, header, feed_dict, options, progress)
+            progress["phase"] = "closing the session"
         return {"ok": True, "step_times_s": times, "setup_s": setup_s, "init_s": init_s, **trace}
     except tf.errors.OpError as error:
         failure, message = _failure(error)

@@ -5,7 +5,7 @@ local workers run inside a private network namespace (``unshare --net --map-root
 nothing outside the driver can reach them. :func:`isolation_prefix` decides how a driver is run:
 in such a namespace, or (only with the caller's explicit consent) exposed on this machine's
 network. :func:`kill_process_tree` stops a driver and its workers; :func:`alive` tells whether a
-process is still there.
+process is still there and :func:`unresponsive` which processes died or are stopped.
 """
 from __future__ import annotations
 
@@ -64,14 +64,31 @@ def isolation_prefix(isolate: bool, allow_exposed_workers: bool) -> tuple[list[s
     return prefix, isolated
 
 
-def alive(pid: int) -> bool:
-    """True if ``pid`` exists and is not a zombie."""
+def _state(pid: int) -> bytes:
+    """The state letter of ``pid`` in ``/proc/<pid>/stat`` (b"R", b"S", b"T" stopped, b"Z" zombie, ...); b"" if gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as handle:
-            state = handle.read().rsplit(b")", 1)[1].split()[0]
+            return handle.read().rsplit(b")", 1)[1].split()[0]
     except (OSError, IndexError):
-        return False
-    return state not in (b"Z", b"X")
+        return b""
+
+
+def alive(pid: int) -> bool:
+    """True if ``pid`` exists and is not a zombie."""
+    return _state(pid) not in (b"", b"Z", b"X")
+
+
+def unresponsive(pids: list[int]) -> list[str]:
+    """What is wrong with each of ``pids`` that cannot work: "pid N died" or "pid N is stopped" (by SIGSTOP
+    or a debugger); empty when all of them can run."""
+    found = []
+    for pid in pids:
+        state = _state(pid)
+        if state in (b"", b"Z", b"X"):
+            found.append(f"pid {pid} died")
+        elif state in (b"T", b"t"):
+            found.append(f"pid {pid} is stopped")
+    return found
 
 
 def kill_process_tree(proc: subprocess.Popen, worker_pids: list[int]) -> None:
