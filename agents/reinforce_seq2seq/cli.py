@@ -123,9 +123,13 @@ def _train(args: argparse.Namespace, config: Config, out: Path) -> TrainResult:
         if backend != "local":
             evaluator = ParallelEvaluator(args.benchmark, args.cluster, args.runtime, backend=backend,
                                           workers=args.workers, address=args.ray_address)
-        return train(args.benchmark, args.cluster, args.runtime, budget=args.budget, seconds=seconds,
-                     samples=args.samples, seed=args.seed, out_dir=out, resume=args.resume,
-                     progress=not args.no_progress, config=config, evaluator=evaluator)
+        result = train(args.benchmark, args.cluster, args.runtime, budget=args.budget, seconds=seconds,
+                       samples=args.samples, seed=args.seed, out_dir=out, resume=args.resume,
+                       progress=not args.no_progress, config=config, evaluator=evaluator)
+        if backend == "ray":
+            print("evaluations per Ray node: " + ", ".join(
+                f"{node} {count}" for node, count in sorted(evaluator.evaluations_per_node.items())))
+        return result
     finally:
         if evaluator is not None:
             evaluator.close()
