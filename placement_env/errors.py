@@ -87,7 +87,8 @@ class ClusterUnreachableError(PlacementEnvError, ConnectionError):
 
 
 class IsolationError(PlacementEnvError, RuntimeError):
-    """The local workers cannot be put in a private network namespace on this machine."""
+    """Local workers cannot be kept off the network here: no private network namespace for the TF
+    workers, or a local Ray node that would not stay on 127.0.0.1."""
 
 
 class DriverError(PlacementEnvError, RuntimeError):

@@ -1,5 +1,6 @@
 """placement_env.parallel.ParallelEvaluator: same answers as a local Evaluator, survives dead workers, clear errors."""
 import functools
+import json
 import os
 import signal
 import subprocess
@@ -13,7 +14,9 @@ import pytest
 
 import placement_env as pe
 from placement_env import ParallelEvaluator, RayUnreachableError
+from placement_env.parallel import start_local_ray
 from placement_env.placement import random_placements
+from socket_helpers import is_loopback
 
 BENCH, CLUSTER = "rnnlm-tiny", "paper-2gpu"
 
@@ -33,7 +36,7 @@ def ray_instance():
 
     ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # worker_setup helpers of this file
     # Logical CPUs: room for the shared evaluator's 2 actors and a test's own at the same time.
-    ray.init(num_cpus=6, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+    start_local_ray(num_cpus=6, logging_level="ERROR", log_to_driver=False)
     yield ray
     ray.shutdown()
 
@@ -197,6 +200,40 @@ def test_unreachable_ray_address_is_a_clear_quick_error(ray_instance, reference)
         assert isinstance(info.value, ConnectionError) and isinstance(info.value, pe.PlacementEnvError)
         assert time.monotonic() - started < limit
     assert ray_instance.is_initialized()  # the running Ray instance is untouched
+
+
+OWN_RAY = """
+import json, os
+import numpy as np
+from placement_env import ParallelEvaluator
+from socket_helpers import descendants, listening_sockets
+ev = ParallelEvaluator("rnnlm-tiny", "paper-2gpu", backend="ray", workers=2)
+ev.batch(np.zeros((2, ev.n_groups), dtype=int))
+ray_pids = descendants(os.getpid())
+report = {"sockets": listening_sockets([os.getpid(), *ray_pids]), "ray_pids": ray_pids,
+          "per_node": ev.evaluations_per_node}
+ev.close()
+print(json.dumps(report))
+"""
+
+
+def test_own_local_ray_listens_on_loopback_only():
+    """The Ray instance a ParallelEvaluator starts (GCS, raylet, workers, agents, the driver's own
+    gRPC server) listens on 127.0.0.1 only, and stops with close()."""
+    pytest.importorskip("ray")
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(root), str(root / "tests")]))
+    out = subprocess.run([sys.executable, "-c", OWN_RAY], capture_output=True, text=True, timeout=600,
+                         cwd=root, env=env)
+    assert out.returncode == 0, out.stderr[-4000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    sockets = [tuple(entry) for entry in report["sockets"]]
+    names = [os.path.basename(name) for _, name, _, _ in sockets]
+    assert {"gcs_server", "raylet"} <= set(names) and names.count("ray::RayWorker") >= 2, sockets
+    exposed = [entry for entry in sockets if not is_loopback(entry[2])]
+    assert not exposed, f"Ray sockets beyond loopback: {exposed}"
+    assert sum(report["per_node"].values()) == 2 and len(report["per_node"]) == 1
+    assert _gone(report["ray_pids"]), "Ray processes left after close()"
 
 
 def test_bad_arguments():

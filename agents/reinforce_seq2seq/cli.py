@@ -137,9 +137,13 @@ def _train(args: argparse.Namespace, config: Config, out: Path, options: dict[st
             evaluator = ParallelEvaluator(args.benchmark, args.cluster, args.runtime, backend=backend,
                                           workers=args.workers, address=args.ray_address, measured_options=options,
                                           timeout_s=_placement_limit_s(args, options))
-        return train(args.benchmark, args.cluster, args.runtime, budget=args.budget, seconds=seconds,
-                     samples=args.samples, seed=args.seed, out_dir=out, resume=args.resume,
-                     progress=not args.no_progress, config=config, evaluator=evaluator, measured_options=options)
+        result = train(args.benchmark, args.cluster, args.runtime, budget=args.budget, seconds=seconds,
+                       samples=args.samples, seed=args.seed, out_dir=out, resume=args.resume,
+                       progress=not args.no_progress, config=config, evaluator=evaluator, measured_options=options)
+        if backend == "ray":
+            print("evaluations per Ray node: " + ", ".join(
+                f"{node} {count}" for node, count in sorted(evaluator.evaluations_per_node.items())))
+        return result
     finally:
         if evaluator is not None:
             evaluator.close()

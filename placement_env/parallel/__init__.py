@@ -14,8 +14,8 @@ Backends:
 * ``"process"`` (default): one single-process ``ProcessPoolExecutor`` (spawn context: TF and numba
   do not survive fork) per worker slot, so a dead worker is known exactly and only it is restarted.
 * ``"ray"``: one Ray actor per slot, on the Ray cluster at ``address`` or on a local Ray instance
-  started with ``num_cpus=workers`` (``pip install placement_env[distributed]``). Ray is imported
-  only when this backend is used.
+  started with ``num_cpus=workers`` whose servers listen on 127.0.0.1 only (:func:`start_local_ray`;
+  ``pip install placement_env[distributed]``). Ray is imported only when this backend is used.
 
 With ``runtime="measured"`` every worker owns its own device set: on a ``local:N`` cluster each
 worker starts its own N local TF workers, so ``workers=K`` measures K placements at once on K
@@ -32,5 +32,7 @@ in-flight placements have finished.
 from __future__ import annotations
 
 from .evaluator import BACKENDS, CONNECT_TIMEOUT_S, DEFAULT_TIMEOUT_S, START_TIMEOUT_S, ParallelEvaluator
+from .local_ray import start_local_ray
 
-__all__ = ["BACKENDS", "CONNECT_TIMEOUT_S", "DEFAULT_TIMEOUT_S", "START_TIMEOUT_S", "ParallelEvaluator"]
+__all__ = ["BACKENDS", "CONNECT_TIMEOUT_S", "DEFAULT_TIMEOUT_S", "START_TIMEOUT_S", "ParallelEvaluator",
+           "start_local_ray"]

@@ -7,7 +7,7 @@ import os
 import socket
 import time
 import warnings
-from collections import deque
+from collections import Counter, deque
 from concurrent.futures import FIRST_COMPLETED
 from concurrent.futures import wait as wait_futures
 from concurrent.futures.process import BrokenProcessPool
@@ -20,8 +20,9 @@ from ..cluster import Cluster, load_cluster
 from ..errors import RayUnreachableError, WorkerStartError
 from ..evaluation import RUNTIMES, Evaluator
 from ..placement import Measurement
+from .local_ray import start_local_ray
 from .slots import ProcessSlot, RaySlot, WorkerDied
-from .workers import RayWorker
+from .workers import NODE_KEY, RayWorker
 
 BACKENDS = ("process", "ray")
 DEFAULT_TIMEOUT_S = 900.0  # per placement: measured runtime's 600 s + worker start-up + margin
@@ -80,6 +81,10 @@ class ParallelEvaluator:
     the worker's evaluator (it must be callable on one placement).
     ``ray_actor_options``: resources of each Ray actor (default ``{"num_cpus": 1}``; e.g. add
     ``"num_gpus": 1`` so that each actor gets a GPU of its own).
+
+    A local Ray instance started here listens on 127.0.0.1 only (see :mod:`.local_ray`). On the ray
+    backend each Measurement's ``extra["ray_node_id"]`` names the Ray node that evaluated it, and
+    ``evaluations_per_node`` counts them per node.
     """
 
     def __init__(self, benchmark: str, cluster: Any, runtime: str = "sim", *, backend: str = "process",
@@ -120,6 +125,7 @@ class ParallelEvaluator:
         self._slots: list[Any] = []
         self._ray: Any = None
         self._owns_ray = False
+        self.evaluations_per_node: Counter[str] = Counter()
         self._closed = False
         if backend == "ray":
             self._init_ray(address, connect_timeout_s)
@@ -152,8 +158,7 @@ class ParallelEvaluator:
                 except ConnectionError as error:
                     raise RayUnreachableError(f"Ray cluster at address {address!r} is unreachable: {error}") from error
             else:
-                ray.init(num_cpus=self.workers, include_dashboard=False, logging_level="ERROR",
-                         log_to_driver=False)
+                start_local_ray(self.workers, logging_level="ERROR", log_to_driver=False)
             self._owns_ray = True
         self._actor_class = ray.remote(**self._ray_actor_options)(RayWorker)
 
@@ -248,6 +253,7 @@ class ParallelEvaluator:
                 slot, i, _ = inflight.pop(handle)
                 try:
                     results[i] = slot.result(handle)
+                    self._count_node(results[i])
                 except WorkerDied as died:
                     slot.restart()
                     attempts[i] += 1
@@ -274,6 +280,11 @@ class ParallelEvaluator:
         if error is not None:
             raise error
         return results  # type: ignore[return-value]
+
+    def _count_node(self, measurement: Any) -> None:
+        node = getattr(measurement, "extra", {}).get(NODE_KEY)
+        if node is not None:
+            self.evaluations_per_node[node] += 1
 
     def _failed(self, placement: np.ndarray, failure: str, message: str) -> Measurement:
         return Measurement(runtime_s=float("nan"), ok=False, failure=failure, message=message,

@@ -69,17 +69,26 @@ def process_close() -> None:
         _EVALUATOR.close()
 
 
+NODE_KEY = "ray_node_id"  # Measurement.extra key: the Ray node that evaluated the placement
+
+
 class RayWorker:
     """The Ray actor's class (wrapped with ``ray.remote`` when the ray backend is first used)."""
 
     def __init__(self, *spec: Any) -> None:
+        import ray
+
         self._evaluator = build_evaluator(*spec)
+        self._node_id = ray.get_runtime_context().get_node_id()
 
     def ready(self) -> int:
         return os.getpid()
 
     def evaluate(self, placement: np.ndarray) -> Measurement:
-        return self._evaluator(placement)
+        measurement = self._evaluator(placement)
+        if isinstance(measurement, Measurement):
+            measurement.extra[NODE_KEY] = self._node_id
+        return measurement
 
     def close(self) -> None:
         if hasattr(self._evaluator, "close"):
