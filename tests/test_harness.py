@@ -266,3 +266,52 @@ def test_validate_reports_rows_from_another_simulator_or_cluster_definition_as_s
     assert "now defined differently" in mismatches[1].reason
     assert main(["validate", str(old)]) == 0
     assert "2 rows come from another simulator version or cluster definition" in capsys.readouterr().out
+
+
+def test_validate_skips_rows_it_cannot_replay_locally_and_says_why(results, tmp_path, capsys):
+    """A results file is third-party input: a row measured on a remote TF cluster is not replayed
+    (nothing connects out), nor one on a cluster without local workers or one that cannot be loaded."""
+    import time
+
+    remote = json.loads(load_cluster("paper-2gpu").to_json())
+    remote.update(name="theirs", remote_target="grpc://10.255.0.1:2222", remote_jobs={"worker": ["10.255.0.1:2222"]})
+    remote_path = tmp_path / "theirs.json"
+    remote_path.write_text(json.dumps(remote))
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    rows[1].update(cluster=str(remote_path), runtime="measured", versions={})
+    rows[2].update(cluster="paper-2gpu", runtime="measured")
+    rows[3].update(cluster=str(tmp_path / "absent.json"), versions={})
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    start = time.monotonic()
+    checked, mismatches = validate(path, progress=False)
+    assert time.monotonic() - start < 60  # before: a connection attempt about once a second, for minutes
+    assert checked == len(rows) - 3 and [(m.line, m.skipped, m.failed) for m in mismatches] == [
+        (2, True, False), (3, True, False), (4, True, False)]
+    assert "remote TF cluster at grpc://10.255.0.1:2222" in mismatches[0].reason
+    assert "has no local TF workers" in mismatches[1].reason
+    assert "cannot be loaded here: unknown cluster" in mismatches[2].reason
+    assert main(["validate", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "row 2 (" in out and "skipped, not replayed: measured on the remote TF cluster" in out
+    assert "3 rows skipped (not replayable here, see above)" in out
+    with pytest.raises(ValueError, match="row_timeout_s = 0; expected a positive number of seconds"):
+        validate(path, row_timeout_s=0, progress=False)
+
+
+@pytest.mark.slow
+def test_validate_limits_each_measured_replay(tmp_path):
+    """A measured replay on local workers past the per-row limit is skipped, named, not judged."""
+    from placement_env import load_benchmark
+    from placement_env.harness.results import versions
+
+    row = {"suite": "x", "task": "rnnlm-tiny-local1", "benchmark": "rnnlm-tiny", "cluster": "local:1",
+           "runtime": "measured", "method": "single_cpu", "seed": 0, "budget": 1,
+           "placement": [0] * load_benchmark("rnnlm-tiny").n_groups, "runtime_s": 0.01, "ok": True, "failure": "",
+           "message": "", "evaluations": 0, "wall_s": 0.0, "lower_bound_s": 0.0,
+           "versions": versions(load_cluster("local:1"))}
+    path = tmp_path / "measured.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    checked, mismatches = validate(path, row_timeout_s=1e-3, progress=False)
+    assert checked == 0 and len(mismatches) == 1 and mismatches[0].skipped, mismatches
+    assert "the replay hit the time limit of 0.001 s per row" in mismatches[0].reason

@@ -2,7 +2,7 @@
 
     from placement_env.harness import run_suite, validate, write_report
     run_suite("tiny", ["single_gpu", "heft", "mypackage.agent:place"], "results.jsonl", budget=100, seeds=[0, 1])
-    validate("results.jsonl")          # (rows checked, rows that do not reproduce)
+    validate("results.jsonl")          # (rows replayed, rows that do not reproduce, are stale or skipped)
     write_report("results.jsonl", "report/")
 """
 from ..errors import ResultsFormatError, UnknownSuiteError

@@ -8,9 +8,18 @@ A row records the simulator's model version and the digest of its cluster's defi
 that is now defined differently (a preset that was recalibrated), is not replayed: it is reported
 as *stale*, with both versions, instead of as a mismatch. Rows from before versions were recorded
 are replayed.
+
+A results file is third-party input, so ``validate`` replays only what runs on this machine and
+connects to nothing: ``sim`` and ``grappler`` rows in this process, ``measured`` rows on local
+workers of a ``local:N`` cluster (in their private network namespace), each measurement under a
+time limit (``row_timeout_s``). A row measured on a remote TF cluster (a cluster JSON with a
+``remote_target``), or on a cluster without local workers, a row whose benchmark or cluster cannot
+be loaded here, and a measured replay that hits the time limit are reported as *skipped*, with
+the reason, and not judged.
 """
 from __future__ import annotations
 
+import json
 import math
 import os
 from dataclasses import dataclass
@@ -19,13 +28,15 @@ from typing import Any
 from tqdm import tqdm
 
 from ..benchmarks import load_benchmark
-from ..cluster import load_cluster
-from ..errors import InvalidPlacementError, ResultsFormatError
+from ..cluster import Cluster, load_cluster
+from ..errors import DriverError, InvalidPlacementError, IsolationError, PlacementEnvError, ResultsFormatError
 from ..evaluation import Evaluator
+from ..placement import Measurement
 from ..runtime.simulated import SIMULATOR_VERSION
 from .results import read_rows
 
 DEFAULT_MEASURED_TOLERANCE = 0.2
+DEFAULT_ROW_TIMEOUT_S = 120.0  # per measured replay (the driver allows its own margin on top)
 
 
 @dataclass(frozen=True)
@@ -34,57 +45,138 @@ class Mismatch:
     row: dict[str, Any]
     reason: str
     stale: bool = False  # made by another simulator version or cluster definition: not replayed
+    skipped: bool = False  # cannot be replayed here, locally and safely, or timed out: not judged
+
+    @property
+    def failed(self) -> bool:
+        """The row was replayed and does not reproduce."""
+        return not (self.stale or self.skipped)
 
 
-def _stale_reason(row: dict[str, Any], evaluator: Evaluator) -> str:
+def _stale_reason(row: dict[str, Any], cluster: Cluster) -> str:
     """Why ``row`` cannot be replayed here ("" when it can)."""
     made = row["versions"] if isinstance(row.get("versions"), dict) else {}
     simulator = made.get("simulator")
     if row["runtime"] == "sim" and simulator is not None and simulator != str(SIMULATOR_VERSION):
         return f"made by simulator version {simulator}; this is version {SIMULATOR_VERSION}"
     digest = made.get("cluster")
-    if digest is not None and digest != evaluator.cluster.digest:
+    if digest is not None and digest != cluster.digest:
         return (f"made on cluster {row['cluster']!r} as defined then (digest {digest}); it is now defined "
-                f"differently (digest {evaluator.cluster.digest})")
+                f"differently (digest {cluster.digest})")
     return ""
 
 
+def _not_local_reason(cluster: Cluster, runtime: str) -> str:
+    """Why rows of ``runtime`` on ``cluster`` cannot be replayed on this machine ("" when they can)."""
+    if runtime != "measured":
+        return ""  # the simulator and grappler run in this process and connect to nothing
+    if cluster.remote_target:
+        return (f"measured on the remote TF cluster at {cluster.remote_target} (cluster {cluster.name!r}); validate "
+                "connects to no server: replay it where that cluster runs, with pe.Evaluator(..., 'measured')")
+    if not cluster.local_workers:
+        return (f"measured, but cluster {cluster.name!r} has no local TF workers here to measure on "
+                '(a "local:N" cluster has)')
+    return ""
+
+
+class _Replayers:
+    """One Evaluator per (benchmark, cluster, runtime) of a results file, or the reason its rows are skipped."""
+
+    def __init__(self, row_timeout_s: float) -> None:
+        self.row_timeout_s = row_timeout_s
+        self._evaluators: dict[str, Evaluator | str] = {}
+
+    @staticmethod
+    def _key(row: dict[str, Any]) -> str:
+        return json.dumps([row["benchmark"], row["cluster"], row["runtime"]], sort_keys=True)  # a cluster may be a dict
+
+    def get(self, row: dict[str, Any]) -> Evaluator | str:
+        key = self._key(row)
+        if key not in self._evaluators:
+            self._evaluators[key] = self._make(row["benchmark"], row["cluster"], row["runtime"])
+        return self._evaluators[key]
+
+    def refuse(self, row: dict[str, Any], reason: str) -> None:
+        """Skip this row's (benchmark, cluster, runtime) from now on, closing its evaluator."""
+        key = self._key(row)
+        evaluator = self._evaluators.get(key)
+        if isinstance(evaluator, Evaluator):
+            evaluator.close()
+        self._evaluators[key] = reason
+
+    def _make(self, benchmark: Any, cluster_spec: Any, runtime: str) -> Evaluator | str:
+        try:
+            cluster = load_cluster(cluster_spec)
+            reason = _not_local_reason(cluster, runtime)
+            if reason:
+                return reason
+            options = {"timeout_s": self.row_timeout_s} if runtime == "measured" else None
+            return Evaluator(load_benchmark(benchmark), cluster, runtime, measured_options=options)
+        except (PlacementEnvError, OSError) as error:
+            return f"cannot be loaded here: {error}"
+
+    def close(self) -> None:
+        for evaluator in self._evaluators.values():
+            if isinstance(evaluator, Evaluator):
+                evaluator.close()
+
+
+def _compare(number: int, row: dict[str, Any], m: Measurement, tolerance: float) -> Mismatch | None:
+    """The mismatch between ``row`` and its replay ``m``, if any."""
+    claimed = row["runtime_s"]
+    if bool(row["ok"]) != m.ok:
+        return Mismatch(number, row, f"ok={row['ok']} but the replay says ok={m.ok} ({m.failure})")
+    if m.ok and not isinstance(claimed, (int, float)):
+        return Mismatch(number, row, f"runtime_s={claimed!r} is not a number")
+    if m.ok and row["runtime"] in ("sim", "grappler") and claimed != m.runtime_s:
+        return Mismatch(number, row, f"runtime_s={claimed!r} but the replay gives {m.runtime_s!r}")
+    if m.ok and row["runtime"] == "measured" and not math.isclose(claimed, m.runtime_s, rel_tol=tolerance):
+        return Mismatch(number, row, f"runtime_s={claimed:.6g} but the replay measures {m.runtime_s:.6g} "
+                                     f"(tolerance {tolerance:.0%})")
+    return None
+
+
 def validate(results: str | os.PathLike, *, tolerance: float = DEFAULT_MEASURED_TOLERANCE,
-             progress: bool = True) -> tuple[int, list[Mismatch]]:
-    """(rows checked, rows that do not reproduce or are stale). Rows without a placement (method
-    errors) are skipped; stale rows (``Mismatch.stale``) are reported, not replayed.
+             row_timeout_s: float = DEFAULT_ROW_TIMEOUT_S, progress: bool = True) -> tuple[int, list[Mismatch]]:
+    """(rows replayed, rows that do not reproduce, are stale or were skipped). Rows without a placement
+    (method errors) are passed over; stale (``Mismatch.stale``) and skipped (``Mismatch.skipped``) rows
+    are reported with the reason, not judged. ``row_timeout_s`` limits each measured replay.
     A missing, empty or unreadable file, or a row that cannot be a real result (an ok row without a
     placement, a placement of the wrong length, more evaluations than its budget), is a ResultsFormatError."""
+    if isinstance(row_timeout_s, bool) or not isinstance(row_timeout_s, (int, float)) or not row_timeout_s > 0:
+        raise ValueError(f"row_timeout_s = {row_timeout_s!r}; expected a positive number of seconds")
     rows = read_rows(results, must_exist=True)
-    evaluators: dict[tuple, Evaluator] = {}
+    replayers = _Replayers(float(row_timeout_s))
     mismatches: list[Mismatch] = []
     checked = 0
-    for number, row in enumerate(tqdm(rows, desc="validate", unit="row", disable=not progress), 1):
-        if not row["placement"]:
-            continue
-        key = (row["benchmark"], row["cluster"], row["runtime"])
-        if key not in evaluators:
-            evaluators[key] = Evaluator(load_benchmark(row["benchmark"]), load_cluster(row["cluster"]), row["runtime"])
-        evaluator = evaluators[key]
-        stale = _stale_reason(row, evaluator)
-        if stale:
-            mismatches.append(Mismatch(number, row, stale, stale=True))
-            continue
-        try:
-            m = evaluator(row["placement"])
-        except InvalidPlacementError as error:
-            raise ResultsFormatError(f"{results}: row {number} ({row['task']}, {row['method']}): {error}") from None
-        checked += 1
-        claimed = row["runtime_s"]
-        if bool(row["ok"]) != m.ok:
-            mismatches.append(Mismatch(number, row, f"ok={row['ok']} but the replay says ok={m.ok} ({m.failure})"))
-        elif m.ok and not isinstance(claimed, (int, float)):
-            mismatches.append(Mismatch(number, row, f"runtime_s={claimed!r} is not a number"))
-        elif m.ok and row["runtime"] in ("sim", "grappler") and claimed != m.runtime_s:
-            mismatches.append(Mismatch(number, row, f"runtime_s={claimed!r} but the replay gives {m.runtime_s!r}"))
-        elif m.ok and row["runtime"] == "measured" and not math.isclose(claimed, m.runtime_s, rel_tol=tolerance):
-            mismatches.append(Mismatch(number, row, f"runtime_s={claimed:.6g} but the replay measures "
-                                                    f"{m.runtime_s:.6g} (tolerance {tolerance:.0%})"))
-    for evaluator in evaluators.values():
-        evaluator.close()
+    try:
+        for number, row in enumerate(tqdm(rows, desc="validate", unit="row", disable=not progress), 1):
+            if not row["placement"]:
+                continue
+            evaluator = replayers.get(row)
+            if isinstance(evaluator, str):
+                mismatches.append(Mismatch(number, row, evaluator, skipped=True))
+                continue
+            stale = _stale_reason(row, evaluator.cluster)
+            if stale:
+                mismatches.append(Mismatch(number, row, stale, stale=True))
+                continue
+            try:
+                m = evaluator(row["placement"])
+            except InvalidPlacementError as error:
+                raise ResultsFormatError(f"{results}: row {number} ({row['task']}, {row['method']}): {error}") from None
+            except (IsolationError, DriverError) as error:  # no local workers can run here: skip the rest too
+                replayers.refuse(row, f"cannot be measured here: {error}")
+                mismatches.append(Mismatch(number, row, f"cannot be measured here: {error}", skipped=True))
+                continue
+            if m.failure == "timeout" and row["ok"]:
+                mismatches.append(Mismatch(number, row, f"the replay hit the time limit of {row_timeout_s:g} s per "
+                                                        f"row ({m.message})", skipped=True))
+                continue
+            checked += 1
+            mismatch = _compare(number, row, m, tolerance)
+            if mismatch is not None:
+                mismatches.append(mismatch)
+    finally:
+        replayers.close()
     return checked, mismatches
