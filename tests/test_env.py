@@ -64,7 +64,7 @@ def test_oneshot_step_reward_and_info():
     expected = pe.evaluate(env.graph, env.cluster, action)
     assert info["runtime_s"] == expected.runtime_s
     assert reward == pytest.approx(-np.sqrt(expected.runtime_s))
-    assert info["lower_bound_s"] <= info["runtime_s"]
+    assert info["sim_lower_bound_s"] <= info["runtime_s"]
     assert info["peak_bytes"].shape == (3,) and info["busy_s"].shape == (3,)
     np.testing.assert_array_equal(info["placement"], action)
 
@@ -150,6 +150,32 @@ def test_sequential_dense_rewards_sum_to_the_gain_over_the_reference():
         total += reward
     assert terminated
     assert total == pytest.approx(-np.sqrt(info["runtime_s"]) + np.sqrt(reference))
+
+
+def test_dense_rewards_and_efficiency_each_use_one_runtime_with_grappler():
+    """Dense rewards come from the env's runtime at every step, so they add up to R(final) - R(reference)
+    in that runtime; efficiency compares the simulator's bound with the simulator's runtime (grappler's
+    step times are on another scale: they would pin it at 1)."""
+    env = _make(mode="sequential", dense_reward=True, runtime="grappler")
+    env.reset(seed=0)
+    reference = env.reference()[1]
+    assert reference.runtime == "grappler"
+    total = 0.0
+    for step in range(env.n_groups):
+        _, reward, terminated, _, info = env.step(1 + step % 2)
+        total += reward
+    assert terminated and info["runtime"] == "grappler"
+    assert total == pytest.approx(-np.sqrt(info["runtime_s"]) + np.sqrt(reference.runtime_s))
+
+    env = _make(mode="improve", improve_steps=2, runtime="grappler")
+    obs, info = env.reset(seed=0)
+    simulated = env._task.sim(info["placement"]).runtime_s
+    assert info["sim_lower_bound_s"] == env._task.sim.lower_bound() and "lower_bound_s" not in info
+    assert obs["efficiency"][0] == pytest.approx(info["sim_lower_bound_s"] / simulated, rel=1e-6)
+    assert obs["efficiency"][0] < 1
+    _, _, _, _, info = env.step(2)
+    moved = env._task.sim(info["placement"]).runtime_s
+    assert env._observation()["efficiency"][0] == pytest.approx(info["sim_lower_bound_s"] / moved, rel=1e-6)
 
 
 def test_improve_mode_moves_one_group_per_step():

@@ -6,8 +6,9 @@ Modes (``mode=``):
   every group slot (slots past the graph's group count are ignored). Reward from the whole placement.
 * ``"sequential"``: one group per step, in topological order. Action ``Discrete(D)`` for the
   current group; reward at the end, or with ``dense_reward=True`` after every step: the change in
-  reward of the placement "decided groups + the rest at the reference placement" (the episode's
-  rewards then sum to R(final) - R(reference)).
+  reward of the placement "decided groups + the rest at the reference placement", evaluated with
+  the env's runtime at every step (the episode's rewards then sum to R(final) - R(reference); with
+  ``runtime="measured"`` that is one measurement per step).
 * ``"improve"`` (Placeto-style): start from a placement (default: the reference) and visit the
   groups in topological order, ``improve_steps`` steps (default one pass); each step moves the
   current group to the chosen device; reward = the change in reward.
@@ -23,7 +24,10 @@ The reference placement is the fastest single-device placement that runs.
 Observations are a ``Dict`` of float32 ``Box``es padded to ``S = pad_to`` group slots (default:
 the graph's group count); see :mod:`placement_env.env.features` for the graph fields. Sequential
 and improve modes add ``placement`` (S, D) one-hot of the decided devices and ``current`` (S,)
-one-hot of the group to place; improve adds ``efficiency`` (1,) = lower bound / current runtime.
+one-hot of the group to place; improve adds ``efficiency`` (1,) = the simulator's lower bound / the
+simulator's runtime of the current placement (both from the op costs, like the graph features,
+whatever runtime charges the reward: the bound holds for simulated runtimes only).
+``info["sim_lower_bound_s"]`` is that lower bound, in the simulator's seconds.
 ``graph_observation=True`` adds the group graph as a padded edge list, ``E = pad_edges`` rows
 (default: the first graph's edge count): ``edge_index`` (E, 2) int64, ``edge_bytes`` (E,) and
 ``edge_mask`` (E,); see :mod:`placement_env.env.group_graph`.
@@ -226,8 +230,8 @@ class DevicePlacementEnv(gym.Env):
         return {
             "runtime_s": float(m.runtime_s), "charged_runtime_s": charged, "ok": bool(m.ok), "failure": m.failure,
             "message": m.message, "peak_bytes": m.peak_bytes, "busy_s": m.busy_s, "bytes_moved": int(m.bytes_moved),
-            "lower_bound_s": self._task.lower_bound, "placement": np.array(m.placement), "benchmark": self.graph.name,
-            "runtime": m.runtime,
+            "sim_lower_bound_s": self._task.lower_bound, "placement": np.array(m.placement),
+            "benchmark": self.graph.name, "runtime": m.runtime,
         }
 
     # ---- observations ----
@@ -246,8 +250,14 @@ class DevicePlacementEnv(gym.Env):
             current[self._current_group()] = 1.0
         obs["placement"], obs["current"] = placement, current
         if self.mode == "improve":
-            obs["efficiency"] = np.array([min(self._task.lower_bound / self._last_reward_runtime, 1.0)], np.float32)
+            obs["efficiency"] = np.array([self._efficiency()], np.float32)
         return obs
+
+    def _efficiency(self) -> float:
+        """The simulator's lower bound over the simulator's charged runtime of the current placement."""
+        simulated = self._last_reward_runtime if self.runtime == "sim" else \
+            self._evaluate(self._placement[: self.n_groups], self._task.sim)[1]
+        return min(self._task.lower_bound / simulated, 1.0)
 
     # ---- gym API ----
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
@@ -275,8 +285,9 @@ class DevicePlacementEnv(gym.Env):
             self._last = m
             info.update(self._info(m, self._last_reward_runtime))
         elif self.mode == "sequential" and self.dense_reward:
-            self._placement[: self.n_groups] = self._task.reference(self.failing_signal)[0]
-            self._last_reward_runtime = self._evaluate(self._placement[: self.n_groups], self._task.sim)[1]
+            placement, measurement = self._task.reference(self.failing_signal)
+            self._placement[: self.n_groups] = placement
+            self._last_reward_runtime = charged_runtime(measurement, self.failing_signal)
         self._done, self._started = False, True
         return self._observation(), info
 
@@ -326,7 +337,7 @@ class DevicePlacementEnv(gym.Env):
                 return self._finish(*self._evaluate(self._placement[:n]), baseline=self.dense_reward)
             reward = 0.0
             if self.dense_reward:
-                charged = self._evaluate(self._placement[:n], self._task.sim)[1]
+                charged = self._evaluate(self._placement[:n])[1]
                 reward = self._reward_of(charged) - self._reward_of(self._last_reward_runtime)
                 self._last_reward_runtime = charged
             return self._observation(), reward, False, False, {"groups_placed": self._step}
