@@ -85,3 +85,15 @@ def measured_options(parser: argparse.ArgumentParser, args: argparse.Namespace) 
     if args.runtime != "measured":
         parser.error(f"argument --timeout: is for --runtime measured, not --runtime {args.runtime}")
     return {"timeout_s": args.timeout}
+
+
+def check_out_dir(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """``parser.error`` (exit 2) for an ``--out-dir`` that is a file or cannot be made, before any training."""
+    from placement_env import OutputPathError
+    from placement_env.output_paths import check_output_folder
+
+    if args.out_dir is not None:
+        try:
+            check_output_folder(args.out_dir, "--out-dir")
+        except OutputPathError as error:
+            parser.error(str(error))

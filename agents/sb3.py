@@ -24,7 +24,8 @@ import gymnasium as gym
 import numpy as np
 from tqdm import tqdm
 
-from agents.arguments import add_timeout_argument, check_task_arguments, measured_options, positive_float, positive_int
+from agents.arguments import (add_timeout_argument, check_out_dir, check_task_arguments, measured_options,
+                              positive_float, positive_int)
 from agents.report import baseline_table, curve_references, plot_curve
 from agents.run_files import (BEST_JSON, BEST_PB, CURVE, LOG, TENSORBOARD, TensorBoardLog, atomic_write, export_best,
                               read_log, run_dir, write_log)
@@ -242,6 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     check_task_arguments(parser, args)
     options = measured_options(parser, args)
+    check_out_dir(parser, args)
     import_tensorflow_quietly()  # the op costs need TF; its start-up notices would bury the progress bar
     mode = args.mode or ("sequential" if args.algorithm == "MaskablePPO" else "oneshot")
     if mode != "oneshot" and args.algorithm != "MaskablePPO":

@@ -14,6 +14,7 @@ from .cluster import load_cluster, preset_names
 from .errors import PlacementEnvError
 from .grouping import DEFAULT_MAX_GROUPS, group_ops
 from .opgraph import DEVICE_KINDS, OpGraph
+from .output_paths import check_output_file, check_output_folder
 from .quiet_tf import import_tensorflow_quietly
 
 DEFAULT_BENCHMARK = "nmt"
@@ -71,6 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     except (PlacementEnvError, TypeError, ValueError, KeyError) as error:
         print(f"placement-env: error: {error}", file=sys.stderr)
         return 2
+    except OSError as error:  # a file that cannot be read or written after all (e.g. under /proc)
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"placement-env: error: {where}{error.strerror or error}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -84,13 +89,14 @@ def _harness(args: argparse.Namespace) -> int:
     from . import harness
 
     if args.command == "run":
+        check_output_file(args.results, "-o/--results")
         written = harness.run_suite(args.suite, args.methods, args.results, budget=args.budget, seeds=args.seeds)
         print(f"{len(written)} new rows in {args.results}")
         print(harness.markdown_table(harness.read_rows(args.results)))
         return 0
     if args.command == "validate":
         return _validate(args)
-    path = harness.write_report(args.results, args.out_dir)
+    path = harness.write_report(args.results, check_output_folder(args.out_dir, "-o/--out-dir"))
     print(path.read_text())
     return 0
 
@@ -117,6 +123,8 @@ def _validate(args: argparse.Namespace) -> int:
 def _calibrate(args: argparse.Namespace) -> None:
     from .calibration import calibrate
 
+    if args.output:
+        check_output_file(args.output, "-o/--output")  # before minutes of measuring, not after
     result = calibrate(_load_graph(args.benchmark, DEFAULT_MAX_GROUPS), load_cluster(args.cluster),
                        n_placements=args.placements, seed=args.seed)
     print(result.summary())

@@ -28,6 +28,7 @@ __all__ = [
     "MapperError",
     "NoExpertPlacementError",
     "CheckpointMismatchError",
+    "OutputPathError",
 ]
 
 
@@ -133,6 +134,11 @@ class UnknownMethodError(PlacementEnvError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
+
+
+class OutputPathError(PlacementEnvError, ValueError):
+    """A file or folder a command is to write that cannot be written (a file where a folder is asked,
+    a path under a file, a folder without write permission)."""
 
 
 class ResultsFormatError(PlacementEnvError, ValueError):

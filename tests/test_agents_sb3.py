@@ -71,6 +71,8 @@ def test_cli_writes_outputs_resumes_and_refuses_other_runs(tmp_path, capsys):
     (["--cluster", "no-such-cluster"], "--cluster"),
     (["--timeout", "5"], "argument --timeout: is for --runtime measured, not --runtime sim"),
     (["--runtime", "measured", "--timeout", "0"], "argument --timeout: expected a positive number"),
+    (["--out-dir", __file__], f"argument --out-dir: {__file__} is a file; give a folder"),
+    (["--out-dir", f"{__file__}/run"], f"is a file, so nothing can be made under it"),
 ])
 def test_cli_bad_values(argv, message, capsys):
     from agents.sb3 import main

@@ -47,3 +47,35 @@ def test_calibrate_needs_enough_placements(capsys):
 
     assert main(["calibrate", "rnnlm-tiny", "-n", "0"]) == 2
     assert "n_placements = 0; expected an integer >= 4" in capsys.readouterr().err
+
+
+def test_output_paths_that_cannot_be_written_are_a_sentence_before_any_work(tmp_path, capsys):
+    """A file where a folder is asked, or a path under a file: exit 2 naming the flag, the path and what is
+    accepted, before calibrating (minutes of measuring) or running anything."""
+    a_file = tmp_path / "a_file"
+    a_file.write_text("")
+    results = tmp_path / "results.jsonl"
+    results.write_text("")
+    cases = [
+        (["calibrate", "rnnlm-tiny", "-o", f"{a_file}/c.json"],
+         f"argument -o/--output: {a_file}/c.json: {a_file} is a file, so nothing can be made under it"),
+        (["run", "--suite", "tiny", "--methods", "single_gpu", "-o", f"{a_file}/r.jsonl"],
+         f"argument -o/--results: {a_file}/r.jsonl: {a_file} is a file"),
+        (["run", "--suite", "tiny", "--methods", "single_gpu", "-o", str(tmp_path)],
+         f"argument -o/--results: {tmp_path} is a folder; give a file path"),
+        (["report", str(results), "-o", str(a_file)], f"argument -o/--out-dir: {a_file} is a file; give a folder"),
+        (["report", str(results), "-o", f"{a_file}/report"], f"argument -o/--out-dir: {a_file}/report: {a_file} is"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "results.jsonl"]
+
+
+def test_a_file_that_cannot_be_made_after_all_is_a_sentence(tmp_path, capsys):
+    """Paths the checks may pass but the OS refuses (here: a file in /proc, for root too) end in one line."""
+    assert main(["run", "--suite", "tiny", "--methods", "single_gpu", "-o", "/proc/placement_env_results.jsonl"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("placement-env: error: ") and err.count("\n") == 1, err
+    assert "/proc/placement_env_results.jsonl" in err

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # covers its submodules; the longest matching prefix wins.
 LAYERS: list[tuple[str, ...]] = [
     ("placement_env.errors", "placement_env.unionfind", "placement_env.cache", "placement_env.derived",
-     "placement_env.quiet_tf"),
+     "placement_env.quiet_tf", "placement_env.output_paths"),
     ("placement_env.opgraph", "placement_env.placement", "placement_env.schedule"),
     ("placement_env.grouping",),
     ("placement_env.tf_import",),

@@ -428,6 +428,7 @@ def test_place_through_resolve_method():
     (["--warm-start", "oracle"], "--warm-start"),
     (["--paper", "--warm-start", "expert"], "--paper"),
     (["--out-dir", __file__], "--out-dir"),
+    (["--out-dir", f"{__file__}/run"], f"argument --out-dir: {__file__}/run: {__file__} is a file, so nothing"),
     (["--workers", "0"], "--workers"),
     (["--backend", "process", "--ray-address", "127.0.0.1:1"], "--ray-address"),
     (["--timeout", "5"], "argument --timeout: is for --runtime measured, not --runtime sim"),

@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from agents.arguments import (add_timeout_argument, check_task_arguments, measured_options, non_negative_float,
-                              non_negative_int, positive_float, positive_int)
+from agents.arguments import (add_timeout_argument, check_out_dir, check_task_arguments, measured_options,
+                              non_negative_float, non_negative_int, positive_float, positive_int)
 from agents.report import baseline_table, curve_references, plot_curve
 from agents.run_files import BEST_JSON, BEST_PB, CURVE, export_best
 from placement_env import (METHODS, CheckpointMismatchError, ParallelEvaluator, PlacementEnvError, load_benchmark,
@@ -96,8 +96,7 @@ def _check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
     if args.warm_start is not None and args.warm_start != "best" and args.warm_start not in METHODS:
         parser.error(f"argument --warm-start: unknown method {args.warm_start!r}; choose from best, "
                      f"{', '.join(METHODS)}")
-    if args.out_dir is not None and Path(args.out_dir).exists() and not Path(args.out_dir).is_dir():
-        parser.error(f"argument --out-dir: {args.out_dir} is a file; give a folder (it is made if missing)")
+    check_out_dir(parser, args)
     if args.paper and args.warm_start is not None:
         parser.error("argument --paper: the paper's setting starts from scratch; drop --warm-start")
     if args.ray_address and args.backend == "process":
