@@ -107,6 +107,16 @@ def test_bad_value_rejected(mod):
         mod.build(**{**mod.TINY, "batch": 0})
 
 
+def test_a_size_past_what_tf_can_build_is_refused_before_building():
+    """Before: hidden=10**9 allocated a 16 GB forget-gate bias for two minutes, then failed in TF's proto code."""
+    import placement_env as pe
+
+    with pytest.raises(ValueError, match="rnnlm: hidden=1000000000; expected an integer from 1 to 1,048,576"):
+        pe.load_benchmark("rnnlm-tiny", hidden=10**9, use_cache=False)
+    with pytest.raises(ValueError, match="nmt: hidden=1048577; expected an integer from 1 to 1,048,576"):
+        nmt.build(**{**nmt.TINY, "hidden": 2**20 + 1})
+
+
 def test_paper_params_are_paper_scale():
     assert rnnlm.PAPER["batch"] == 64 and rnnlm.PAPER["num_layers"] == 2
     assert nmt.PAPER["batch"] == 64

@@ -61,10 +61,19 @@ def finish(graph: tf.Graph, train_op: tf.Operation, params: dict[str, Any]) -> T
                         loss=losses[0].name if losses else "")
 
 
-def require_int(model: str, name: str, value: Any, minimum: int = 1) -> int:
-    """``value`` as an int, or a ValueError naming the parameter and the accepted range."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{model}: {name}={value!r}; expected an integer >= {minimum}")
+# The largest size parameter a builder takes (batch, hidden, vocabulary, steps, ...). Past it a graph is
+# far beyond any device's memory, and TF cannot build some at all: an LSTM's forget-gate bias is a
+# constant of 4 x hidden floats, and a graph's constants must stay under 2 GB.
+MAX_SIZE = 1 << 20
+
+
+def require_int(model: str, name: str, value: Any, minimum: int = 1, maximum: int | None = MAX_SIZE) -> int:
+    """``value`` as an int, or a ValueError naming the parameter and the accepted range (``maximum=None``:
+    no upper limit)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum \
+            or (maximum is not None and value > maximum):
+        accepted = f"an integer >= {minimum}" if maximum is None else f"an integer from {minimum} to {maximum:,}"
+        raise ValueError(f"{model}: {name}={value!r}; expected {accepted}")
     return int(value)
 
 

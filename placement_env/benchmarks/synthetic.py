@@ -68,9 +68,9 @@ def structure(seed: int = 0, layers: int = 12, width: int = 8, fan_in: int = 2) 
 
 
 def _check(seed, layers, width, dim, batch, fan_in):
-    for name, value, low in (("seed", seed, 0), ("layers", layers, 1), ("width", width, 1),
-                             ("dim", dim, 1), ("batch", batch, 1), ("fan_in", fan_in, 1)):
-        common.require_int("synthetic", name, value, low)
+    common.require_int("synthetic", "seed", seed, 0, maximum=None)
+    for name, value in (("layers", layers), ("width", width), ("dim", dim), ("batch", batch), ("fan_in", fan_in)):
+        common.require_int("synthetic", name, value)
 
 
 def build(
