@@ -156,6 +156,32 @@ def test_keras_model_needs_a_static_input_spec():
         pe.from_tf(model, input_spec=tf.TensorSpec([None, 8], tf.float32))
 
 
+def test_keras_specs_that_do_not_fit_the_model_are_a_clear_error():
+    import keras
+
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(2)], name="small")
+    for shape in ([4], [4, 8, 3], [4, 7]):
+        with pytest.raises(GraphImportError, match=rf"input_spec has shape\(s\) \({shape[0]},.*keras model 'small' "
+                                                   r"takes \(None, 8\).*tf.TensorSpec\(\[4, 8\]"):
+            pe.from_tf(model, input_spec=tf.TensorSpec(shape, tf.float32))
+    with pytest.raises(GraphImportError, match=r"cannot run one training step on input_spec \(4, 8\) and target_spec "
+                                               r"\(4,\): Dimensions must be equal"):
+        pe.from_tf(model, input_spec=tf.TensorSpec([4, 8], tf.float32), target_spec=tf.TensorSpec([4], tf.float32),
+                   loss=keras.losses.MeanSquaredError())
+
+    class Subclassed(keras.Model):  # declares no inputs: the spec is checked by tracing
+        def __init__(self):
+            super().__init__(name="subclassed")
+            self.dense = keras.layers.Dense(2)
+
+        def call(self, x):
+            return self.dense(x)
+
+    with pytest.raises(GraphImportError, match=r"keras model 'subclassed' cannot run one training step on input_spec "
+                                               r"\(4,\): .*expected min_ndim=2, found ndim=1"):
+        pe.from_tf(Subclassed(), input_spec=tf.TensorSpec([4], tf.float32))
+
+
 def test_corrupt_graph_def_is_a_clear_error(tmp_path):
     with pytest.raises(GraphImportError, match="not a serialised GraphDef"):
         pe.from_tf(b"\xff\xfe this is not a protobuf \x00\x01")

@@ -1,7 +1,9 @@
 """TF2 graphs -> self-contained GraphDefs: lift captured variables, build Keras training steps."""
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import re
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -100,8 +102,10 @@ def keras_training_graph_def(
             )
     if loss is not None and target_spec is None:
         raise GraphImportError("loss=... needs target_spec=tf.TensorSpec(...) describing the targets it compares with")
+    _check_model_inputs(model, input_spec)
     if not model.built:
-        model(tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), input_spec), training=False)
+        with _tracing_errors(model, input_spec, target_spec):
+            model(tf.nest.map_structure(lambda s: tf.zeros(s.shape, s.dtype), input_spec), training=False)
     optimizer = optimizer or keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
     optimizer.build(model.trainable_variables)
 
@@ -122,5 +126,51 @@ def keras_training_graph_def(
         return value
 
     specs = (input_spec,) if target_spec is None else (input_spec, target_spec)
+    with _tracing_errors(model, input_spec, target_spec):
+        function = train_step.get_concrete_function(*specs)
     # Lift while the optimizer is alive: the function holds its variables only weakly.
-    return concrete_function_graph_def(train_step.get_concrete_function(*specs))
+    return concrete_function_graph_def(function)
+
+
+def _shapes(spec: Any) -> Any:
+    return tf.nest.map_structure(lambda s: tuple(s.shape), spec)
+
+
+def _check_model_inputs(model, input_spec: Any) -> None:
+    """A GraphImportError unless ``input_spec`` has the count, ranks and known sizes of the model's inputs
+    (a model made from ``keras.Input``s declares them; a subclassed model does not, and is checked by tracing)."""
+    try:
+        expected = [tuple(t.shape) for t in model.inputs]
+    except (AttributeError, ValueError, TypeError):
+        return
+    given = [tuple(s.shape) for s in tf.nest.flatten(input_spec)]
+    fits = len(given) == len(expected) and all(
+        len(g) == len(e) and all(want is None or want == got for want, got in zip(e, g)) for g, e in zip(given, expected))
+    if not fits:
+        raise GraphImportError(
+            f"input_spec has shape(s) {', '.join(map(str, given))}; keras model {model.name!r} takes "
+            f"{', '.join(map(str, expected))} (None: any size, such as the batch), so give e.g. "
+            f"tf.TensorSpec({[4 if d is None else d for d in expected[0]]}, ...)")
+
+
+def _reason(error: Exception) -> str:
+    """The sentence of a Keras or TF tracing error, without the listing of user code it carries."""
+    text = str(error)
+    highlighted = re.search(r"\x1b\[1m(.*?)\x1b\[0m", text, re.S)  # Keras puts the cause in bold
+    if highlighted:
+        return highlighted.group(1).strip()
+    causes = re.findall(r"^\s*\w+Error: (.+)$", text, re.M)
+    return causes[-1].strip() if causes else (text.strip().splitlines() or [type(error).__name__])[0]
+
+
+@contextlib.contextmanager
+def _tracing_errors(model, input_spec: Any, target_spec: Any) -> Iterator[None]:
+    """Turn an error raised while tracing the model on the specs into a GraphImportError naming them."""
+    try:
+        yield
+    except (ValueError, TypeError) as error:
+        targets = f" and target_spec {_shapes(target_spec)}" if target_spec is not None else ""
+        raise GraphImportError(
+            f"keras model {model.name!r} cannot run one training step on input_spec {_shapes(input_spec)}{targets}: "
+            f"{_reason(error).rstrip('.')}. input_spec must describe one batch of the model's inputs, and target_spec what "
+            "the loss compares the outputs with") from None
