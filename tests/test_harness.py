@@ -1,5 +1,6 @@
 """The benchmark harness: run, resume, validate, report, third-party methods, bad input."""
 import json
+import re
 
 import numpy as np
 import pytest
@@ -199,7 +200,7 @@ def test_fabricated_rows_and_unreadable_files_are_refused(results, tmp_path, cap
     for name, (change, message) in cases.items():
         path = tmp_path / f"{name}.jsonl"
         path.write_text(json.dumps({**good, **change}) + "\n")
-        with pytest.raises(ResultsFormatError, match=message):
+        with pytest.raises(ResultsFormatError, match=re.escape(message)):
             validate(path, progress=False)
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
@@ -211,6 +212,20 @@ def test_fabricated_rows_and_unreadable_files_are_refused(results, tmp_path, cap
         assert f"{path}: {message}" in capsys.readouterr().err
         assert main(["report", str(path), "-o", str(tmp_path / "out")]) == 2
         assert f"{path}: {message}" in capsys.readouterr().err
+
+
+def test_run_refuses_a_file_that_is_not_a_results_file_and_leaves_it_whole(tmp_path, capsys):
+    binary = tmp_path / "model.bin"
+    binary.write_bytes(bytes(range(256)) * 4 + b"\x00\xff no newline at the end")
+    text = tmp_path / "notes.txt"
+    text.write_text("my notes, no newline at the end")
+    for path, message in ((binary, "not a results file (not UTF-8 text"), (text, "notes.txt:1: not JSON")):
+        before = path.read_bytes()
+        with pytest.raises(ResultsFormatError, match=re.escape(message)):
+            run_suite("tiny", ["single_gpu"], path, progress=False)
+        assert main(["run", "--suite", "tiny", "--methods", "single_gpu", "-o", str(path)]) == 2
+        assert message in capsys.readouterr().err
+        assert path.read_bytes() == before
 
 
 def test_report_file_names_stay_in_the_report_folder(results, tmp_path):

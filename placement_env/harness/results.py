@@ -89,7 +89,7 @@ def _parse_rows(path: Path) -> list[dict[str, Any]]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as error:
-                if not line.endswith("\n"):
+                if not line.endswith("\n") and line.lstrip().startswith("{"):
                     continue  # the last line of a run killed mid-write: ignore it, keep the rest
                 raise ResultsFormatError(f"{path}:{number}: not JSON ({error})") from None
             rows.append(check_row(row, f"{path}:{number}"))
@@ -108,7 +108,9 @@ def append_row(path: str | os.PathLike, row: dict[str, Any]) -> None:
 
 
 def drop_torn_tail(path: str | os.PathLike) -> bool:
-    """Cut a last line without a newline (a run killed mid-write) so appends start clean; True if cut."""
+    """Cut a last line without a newline (a row of a run killed mid-write) so appends start clean; True if
+    cut. A last line that is not the start of a row is left alone (read the file with ``read_rows`` first:
+    it names what is wrong with a file that is not a results file)."""
     path = Path(path)
     if not path.exists() or path.stat().st_size == 0:
         return False
@@ -119,6 +121,8 @@ def drop_torn_tail(path: str | os.PathLike) -> bool:
     try:
         json.loads(data[start:])
     except ValueError:
+        if not data[start:].lstrip().startswith(b"{"):
+            return False
         with open(path, "r+b") as handle:
             handle.truncate(start)
         return True

@@ -60,8 +60,8 @@ def run_suite(suite: str, methods: Sequence[str], results: str | os.PathLike, *,
     if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
         raise ValueError(f"budget={budget!r}; expected a positive number of runtime evaluations")
     with results_lock(results):
+        done = finished_keys(read_rows(results))  # first: a file that is not a results file stays as it is
         drop_torn_tail(results)
-        done = finished_keys(read_rows(results))
         todo = [(task, name, seed) for task in tasks for name in names for seed in seeds
                 if (suite, task.name, name, seed, budget) not in done]
         evaluators: dict[str, Evaluator] = {}
