@@ -50,8 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     check = commands.add_parser("validate", help="replay the placements of a results file and flag mismatches")
     check.add_argument("results")
     check.add_argument("--tolerance", type=float, default=0.2, help="relative, for measured runtimes (default: %(default)s)")
-    check.add_argument("--row-timeout", type=float, default=120.0, metavar="SECONDS",
-                       help="time limit of each measured replay; a row past it is skipped (default: %(default)s)")
+    check.add_argument("--row-timeout", type=float, default=None, metavar="SECONDS",
+                       help="time limit of each measured replay; a row past it is skipped (default: the measured "
+                            "runtime's, scaled to the graph)")
     report = commands.add_parser("report", help="the paper-style table and plots of a results file")
     report.add_argument("results")
     report.add_argument("-o", "--out-dir", default="report", help="where report.md and the plots go (default: %(default)s)")

@@ -197,6 +197,15 @@ def test_bad_parameters_name_the_parameter(name):
         mod.build(**{**mod.TINY, "dropout": 1.0})
 
 
+def test_sizes_tf_cannot_build_are_refused_before_building():
+    """A transformer's positional encodings are [length, d_model] constants; past 2 GiB TF cannot hold them
+    (before: the builder first allocated them, then failed in TF's proto code)."""
+    with pytest.raises(ValueError, match=r"transformer: src_len=1048576 x d_model=1024 makes a constant of 4.0 GiB"):
+        transformer.build(**{**transformer.TINY, "src_len": 2**20, "d_model": 1024, "heads": 2})
+    with pytest.raises(ValueError, match=r"gpt2: d_model=1048577; expected an integer from 1 to 1,048,576"):
+        gpt2.build(**{**gpt2.TINY, "d_model": 2**20 + 1})
+
+
 def test_paper_params_are_the_published_base_sizes():
     assert {k: transformer.PAPER[k] for k in ("d_model", "layers", "heads", "d_ff")} == \
         {"d_model": 512, "layers": 6, "heads": 8, "d_ff": 2048}

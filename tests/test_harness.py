@@ -310,7 +310,7 @@ def test_validate_skips_rows_it_cannot_replay_locally_and_says_why(results, tmp_
     out = capsys.readouterr().out
     assert "row 2 (" in out and "skipped, not replayed: measured on the remote TF cluster" in out
     assert "3 rows skipped (not replayable here, see above)" in out
-    with pytest.raises(ValueError, match="row_timeout_s = 0; expected a positive number of seconds"):
+    with pytest.raises(ValueError, match="row_timeout_s = 0; expected a positive number of seconds or None"):
         validate(path, row_timeout_s=0, progress=False)
 
 
@@ -329,4 +329,4 @@ def test_validate_limits_each_measured_replay(tmp_path):
     path.write_text(json.dumps(row) + "\n")
     checked, mismatches = validate(path, row_timeout_s=1e-3, progress=False)
     assert checked == 0 and len(mismatches) == 1 and mismatches[0].skipped, mismatches
-    assert "the replay hit the time limit of 0.001 s per row" in mismatches[0].reason
+    assert "the replay ran past its time limit of 0.001 s" in mismatches[0].reason

@@ -2,6 +2,7 @@
 the optimizer step, and how a builder wraps its graph as a TrainingStep."""
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -75,6 +76,16 @@ def require_int(model: str, name: str, value: Any, minimum: int = 1, maximum: in
         accepted = f"an integer >= {minimum}" if maximum is None else f"an integer from {minimum} to {maximum:,}"
         raise ValueError(f"{model}: {name}={value!r}; expected {accepted}")
     return int(value)
+
+
+def require_constant_fits(model: str, sizes: dict[str, int]) -> None:
+    """A ValueError naming ``sizes`` when a float32 constant of their product would pass the 2 GB that TF
+    allows one tensor of a graph (the builder would first spend that much memory, then fail in TF)."""
+    size = 4 * math.prod(sizes.values())
+    if size >= 2**31:
+        shown = " x ".join(f"{name}={value}" for name, value in sizes.items())
+        raise ValueError(f"{model}: {shown} makes a constant of {size / 2**30:,.1f} GiB; TF holds one tensor of a "
+                         "graph under 2 GiB, so make them smaller")
 
 
 def require_rate(model: str, name: str, value: Any) -> float:

@@ -92,6 +92,8 @@ def build(**params) -> common.TrainingStep:
     """Build one Transformer training step; keyword parameters default to :data:`PAPER`."""
     p = common.check_params("transformer", PAPER, params)
     dims = check_dims("transformer", p)
+    for length in ("src_len", "tgt_len"):  # the positional encodings are [length, d_model] constants
+        common.require_constant_fits("transformer", {length: p[length], "d_model": p["d_model"]})
     graph = tf.Graph()
     with graph.as_default():
         tf.compat.v1.set_random_seed(0)

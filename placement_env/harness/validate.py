@@ -11,11 +11,12 @@ are replayed.
 
 A results file is third-party input, so ``validate`` replays only what runs on this machine and
 connects to nothing: ``sim`` and ``grappler`` rows in this process, ``measured`` rows on local
-workers of a ``local:N`` cluster (in their private network namespace), each measurement under a
-time limit (``row_timeout_s``). A row measured on a remote TF cluster (a cluster JSON with a
-``remote_target``), or on a cluster without local workers, a row whose benchmark or cluster cannot
-be loaded here, and a measured replay that hits the time limit are reported as *skipped*, with
-the reason, and not judged.
+workers of a ``local:N`` cluster (in their private network namespace), each measurement tried once
+under a time limit (``row_timeout_s``; by default the measured runtime's, scaled to the graph). A
+row measured on a remote TF cluster (a cluster JSON with a ``remote_target``), or on a cluster
+without local workers, a row whose benchmark or cluster cannot be loaded here, and a measured
+replay that runs past the time limit or whose machinery fails are reported as *skipped*, with the
+reason, and not judged.
 """
 from __future__ import annotations
 
@@ -31,12 +32,11 @@ from ..benchmarks import load_benchmark
 from ..cluster import Cluster, load_cluster
 from ..errors import DriverError, InvalidPlacementError, IsolationError, PlacementEnvError, ResultsFormatError
 from ..evaluation import Evaluator
-from ..placement import Measurement
+from ..placement import INFRASTRUCTURE, Measurement
 from ..runtime.simulated import SIMULATOR_VERSION
 from .results import read_rows
 
 DEFAULT_MEASURED_TOLERANCE = 0.2
-DEFAULT_ROW_TIMEOUT_S = 120.0  # per measured replay (the driver allows its own margin on top)
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Mismatch:
     row: dict[str, Any]
     reason: str
     stale: bool = False  # made by another simulator version or cluster definition: not replayed
-    skipped: bool = False  # cannot be replayed here, locally and safely, or timed out: not judged
+    skipped: bool = False  # cannot be replayed here, locally and safely, or its measurement did not finish
 
     @property
     def failed(self) -> bool:
@@ -82,8 +82,9 @@ def _not_local_reason(cluster: Cluster, runtime: str) -> str:
 class _Replayers:
     """One Evaluator per (benchmark, cluster, runtime) of a results file, or the reason its rows are skipped."""
 
-    def __init__(self, row_timeout_s: float) -> None:
-        self.row_timeout_s = row_timeout_s
+    def __init__(self, row_timeout_s: float | None) -> None:
+        # One try per measured replay, so a row takes at most the workers' start, its timeout and the margin.
+        self.measured_options = {"retries": 0, **({} if row_timeout_s is None else {"timeout_s": row_timeout_s})}
         self._evaluators: dict[str, Evaluator | str] = {}
 
     @staticmethod
@@ -110,7 +111,7 @@ class _Replayers:
             reason = _not_local_reason(cluster, runtime)
             if reason:
                 return reason
-            options = {"timeout_s": self.row_timeout_s} if runtime == "measured" else None
+            options = self.measured_options if runtime == "measured" else None
             return Evaluator(load_benchmark(benchmark), cluster, runtime, measured_options=options)
         except (PlacementEnvError, OSError) as error:
             return f"cannot be loaded here: {error}"
@@ -119,6 +120,16 @@ class _Replayers:
         for evaluator in self._evaluators.values():
             if isinstance(evaluator, Evaluator):
                 evaluator.close()
+
+
+def _unfinished_reason(row: dict[str, Any], m: Measurement) -> str:
+    """Why the measured replay ``m`` of ``row`` says nothing about it ("" when it does): the machinery
+    failed, or it ran past its time limit where the row says the placement ran."""
+    if m.failure == INFRASTRUCTURE:
+        return f"the measuring machinery failed, so the placement was not measured: {m.message}"
+    if m.failure == "timeout" and row["ok"]:
+        return f"the replay ran past its time limit of {m.extra.get('timeout_s', float('nan')):g} s ({m.message})"
+    return ""
 
 
 def _compare(number: int, row: dict[str, Any], m: Measurement, tolerance: float) -> Mismatch | None:
@@ -137,16 +148,18 @@ def _compare(number: int, row: dict[str, Any], m: Measurement, tolerance: float)
 
 
 def validate(results: str | os.PathLike, *, tolerance: float = DEFAULT_MEASURED_TOLERANCE,
-             row_timeout_s: float = DEFAULT_ROW_TIMEOUT_S, progress: bool = True) -> tuple[int, list[Mismatch]]:
+             row_timeout_s: float | None = None, progress: bool = True) -> tuple[int, list[Mismatch]]:
     """(rows replayed, rows that do not reproduce, are stale or were skipped). Rows without a placement
     (method errors) are passed over; stale (``Mismatch.stale``) and skipped (``Mismatch.skipped``) rows
-    are reported with the reason, not judged. ``row_timeout_s`` limits each measured replay.
+    are reported with the reason, not judged. ``row_timeout_s`` limits each measured replay (None: the
+    measured runtime's limit, scaled to the graph).
     A missing, empty or unreadable file, or a row that cannot be a real result (an ok row without a
     placement, a placement of the wrong length, more evaluations than its budget), is a ResultsFormatError."""
-    if isinstance(row_timeout_s, bool) or not isinstance(row_timeout_s, (int, float)) or not row_timeout_s > 0:
-        raise ValueError(f"row_timeout_s = {row_timeout_s!r}; expected a positive number of seconds")
+    if row_timeout_s is not None and (isinstance(row_timeout_s, bool) or not isinstance(row_timeout_s, (int, float))
+                                      or not 0 < row_timeout_s < math.inf):
+        raise ValueError(f"row_timeout_s = {row_timeout_s!r}; expected a positive number of seconds or None")
     rows = read_rows(results, must_exist=True)
-    replayers = _Replayers(float(row_timeout_s))
+    replayers = _Replayers(row_timeout_s)
     mismatches: list[Mismatch] = []
     checked = 0
     try:
@@ -169,9 +182,9 @@ def validate(results: str | os.PathLike, *, tolerance: float = DEFAULT_MEASURED_
                 replayers.refuse(row, f"cannot be measured here: {error}")
                 mismatches.append(Mismatch(number, row, f"cannot be measured here: {error}", skipped=True))
                 continue
-            if m.failure == "timeout" and row["ok"]:
-                mismatches.append(Mismatch(number, row, f"the replay hit the time limit of {row_timeout_s:g} s per "
-                                                        f"row ({m.message})", skipped=True))
+            unfinished = _unfinished_reason(row, m)
+            if unfinished:
+                mismatches.append(Mismatch(number, row, unfinished, skipped=True))
                 continue
             checked += 1
             mismatch = _compare(number, row, m, tolerance)
