@@ -330,3 +330,13 @@ def test_validate_limits_each_measured_replay(tmp_path):
     checked, mismatches = validate(path, row_timeout_s=1e-3, progress=False)
     assert checked == 0 and len(mismatches) == 1 and mismatches[0].skipped, mismatches
     assert "the replay ran past its time limit of 0.001 s" in mismatches[0].reason
+
+
+def test_validate_skips_rows_that_record_a_failure_of_the_machinery(results, tmp_path):
+    rows = [json.loads(line) for line in results.read_text().splitlines()]
+    rows[0].update(ok=False, failure="infrastructure", runtime_s=None, message="worker died")
+    path = tmp_path / "infra.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    checked, mismatches = validate(path, progress=False)
+    assert checked == len(rows) - 1 and [(m.line, m.skipped) for m in mismatches] == [(1, True)]
+    assert "measuring machinery" in mismatches[0].reason

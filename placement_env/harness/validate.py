@@ -166,6 +166,10 @@ def validate(results: str | os.PathLike, *, tolerance: float = DEFAULT_MEASURED_
         for number, row in enumerate(tqdm(rows, desc="validate", unit="row", disable=not progress), 1):
             if not row["placement"]:
                 continue
+            if row["failure"] == INFRASTRUCTURE:
+                mismatches.append(Mismatch(number, row, "records a failure of the measuring machinery, not a result "
+                                                        "of the placement (a resumed run redoes it)", skipped=True))
+                continue
             evaluator = replayers.get(row)
             if isinstance(evaluator, str):
                 mismatches.append(Mismatch(number, row, evaluator, skipped=True))
