@@ -5,11 +5,16 @@
 
 1. Every graph (``--fit`` and ``--predict``) gets ``--placements`` random placements (Dirichlet
    spread, seeded) plus one single-worker placement per worker, measured on the real workers of
-   ``--cluster`` (one set of workers for all graphs).
+   ``--cluster`` (one set of workers for all graphs), and one profile of its ops on a single worker
+   (:func:`placement_env.calibration.measured_costs`: each op's kernel time from traced steps).
 2. One set of simulator parameters (op-cost scale and per-op overhead per device type, one link) is
    fitted to the ``--fit`` graphs' measurements pooled (:func:`placement_env.calibration.fit_datasets`).
 3. Every graph is predicted with that fit and with the uncalibrated cluster, and scored (Spearman,
-   MAPE). The ``--predict`` graphs took no part in the fit.
+   MAPE). The ``--predict`` graphs took no part in the fit (with ``--costs measured``, only their
+   single-worker op profile enters their prediction, as an op cost table, never their placements).
+
+``--costs``: the op costs the simulator scales, grappler's ``analytical`` ones (default) or the
+``measured`` profiles.
 
 ``keras-branches`` is a user's Keras model (three parallel dense branches, concatenated) imported
 with ``pe.from_tf``. The measurements are written to ``--out`` as JSON; ``--reuse`` refits and
@@ -58,7 +63,8 @@ def placements_for(graph, cluster, n: int, seed: int) -> np.ndarray:
 
 
 def measure_all(names: list[str], cluster, n: int, seed: int, steps: int) -> dict:
-    """{graph name: {"placements": [...], "measured_s": [...]}} measured on one set of workers."""
+    """{graph name: {"placements": [...], "measured_s": [...], "op_seconds": [...]}} measured on one set of workers."""
+    from placement_env.calibration import measured_costs
     from placement_env.calibration.samples import measure_placements
     from placement_env.runtime.measured import MeasuredRuntime
 
@@ -68,13 +74,15 @@ def measure_all(names: list[str], cluster, n: int, seed: int, steps: int) -> dic
             graph = load_graph(name)
             placements = placements_for(graph, cluster, n, seed)
             samples = measure_placements(graph, placements, runtime, desc=f"measuring {name}")
+            profile = measured_costs(graph, cluster, runtime=runtime)
             data[name] = {"placements": placements.tolist(), "measured_s": samples.measured_s.tolist(),
-                          "failures": samples.failures}
+                          "failures": samples.failures, "op_seconds": profile.seconds.tolist()}
     return data
 
 
-def score(fit_names: list[str], names: list[str], cluster, data: dict) -> list[dict]:
-    """Fit on ``fit_names``; Spearman and MAPE of every graph before and after calibration."""
+def score(fit_names: list[str], names: list[str], cluster, data: dict, costs: str = "analytical") -> list[dict]:
+    """Fit on ``fit_names``; Spearman and MAPE of every graph before and after calibration, with
+    ``costs`` ("analytical" or "measured") as the op costs at scale 1."""
     from placement_env.calibration import Dataset, fidelity, fit_datasets
     from placement_env.calibration.fit import predicted_runtimes, simulated_runtimes
     from placement_env.costs import analytical_costs
@@ -85,9 +93,12 @@ def score(fit_names: list[str], names: list[str], cluster, data: dict) -> list[d
         placements = np.asarray(data[name]["placements"], dtype=np.int64)
         measured = np.asarray(data[name]["measured_s"], dtype=float)
         ok = np.isfinite(measured)
-        costs = analytical_costs(graph, cluster)
-        base = costs.seconds - np.asarray(cluster.op_overhead_s)[None, :]
-        datasets[name] = (Dataset(graph, base, placements[ok], measured[ok]), costs.seconds)
+        overhead = np.asarray(cluster.op_overhead_s)[None, :]
+        if costs == "measured":
+            base = np.asarray(data[name]["op_seconds"], dtype=float)  # kernel times: no executor overhead
+        else:
+            base = analytical_costs(graph, cluster).seconds - overhead
+        datasets[name] = (Dataset(graph, base, placements[ok], measured[ok]), base + overhead)
     fit = fit_datasets([datasets[n][0] for n in fit_names], cluster)
     rows = []
     for name in names:
@@ -129,6 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=6, help="measured steps per placement (a third are warm-up)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="runs/cross_graph_fidelity.json")
+    parser.add_argument("--costs", choices=("analytical", "measured"), default="analytical",
+                        help="op costs at scale 1: grappler's or the measured single-worker profiles")
     parser.add_argument("--reuse", help="a previous --out file: refit and rescore without measuring")
     args = parser.parse_args(argv)
     if args.placements < 4:
@@ -152,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         data = measure_all(names, cluster, args.placements, args.seed, args.steps)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps({"cluster": args.cluster, "measurements": data}))
-    rows = score(args.fit, names, cluster, data)
+    rows = score(args.fit, names, cluster, data, args.costs)
     print(table(rows))
     return 0
 

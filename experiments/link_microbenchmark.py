@@ -4,7 +4,8 @@ against one transfer, measured and simulated.
     python -m experiments.link_microbenchmark [--megabytes 4 16 64] [--workers 3] [--steps 12]
 
 Each graph has a producer on worker 0 (``payload * 1.5``, a variable of the given size) and one
-consumer per destination (``reduce_sum`` of the product, on workers 1..k). A step sends the product
+consumer per destination on workers 1..k (``reduce_sum`` of the product, added into a scalar
+variable there: a stateful end, so grappler cannot prune the consumer). A step sends the product
 once to each destination. The measured step times (median after warm-up) are compared with the
 simulator on two models of the loopback link:
 
@@ -37,8 +38,12 @@ def fanout_graph(n_bytes: int, destinations: int):
     with graph.as_default():
         payload = tf.compat.v1.get_variable("payload", [n_bytes // 4], initializer=tf.compat.v1.zeros_initializer())
         product = tf.multiply(payload, 1.5, name="product")
-        sums = [tf.reduce_sum(product, name=f"consumer_{i}") for i in range(destinations)]
-        train_op = tf.group(*sums, name="train_op")
+        updates = []
+        for i in range(destinations):
+            with tf.compat.v1.variable_scope(f"consumer_{i}"):
+                total = tf.compat.v1.get_variable("total", [], initializer=tf.compat.v1.zeros_initializer())
+                updates.append(total.assign_add(tf.reduce_sum(product), read_value=False))
+        train_op = tf.group(*updates, name="train_op")
         tf.compat.v1.add_to_collection("train_op", train_op)
         tf.compat.v1.global_variables_initializer()
     init = [op.name for op in graph.get_operations() if op.type == "NoOp" and op.name.startswith("init")][0]
@@ -46,10 +51,11 @@ def fanout_graph(n_bytes: int, destinations: int):
 
 
 def fanout_placement(graph, destinations: int) -> np.ndarray:
-    """Consumer i (and anything co-located with it) on worker i + 1; everything else on worker 0."""
+    """The groups of consumer i's ops on worker i + 1; everything else on worker 0."""
     placement = np.zeros(graph.n_groups, dtype=np.int64)
     for i in range(destinations):
-        placement[graph.group[graph.index_of(f"consumer_{i}")]] = i + 1
+        ops = [k for k, name in enumerate(graph.op_names) if str(name).startswith(f"consumer_{i}/")]
+        placement[np.unique(graph.group[ops])] = i + 1
     return placement
 
 
