@@ -157,6 +157,11 @@ class CountedEvaluator:
     def __call__(self, placement: Any) -> Measurement:
         return self._problem.evaluate(placement)
 
+    @property
+    def runtime(self) -> str:
+        """The runtime's name ("sim", "grappler" or "measured")."""
+        return self._runtime.runtime
+
     def batch(self, placements: Any) -> list[Measurement]:
         return self._problem.evaluate_batch(placements)
 

@@ -5,6 +5,7 @@ import pytest
 
 import placement_env as pe
 from agents.sb3 import policy_placement, train
+from placement_env.errors import BudgetExhausted
 from placement_env.placement import random_placements
 from tf_helpers import tensorboard_scalars
 
@@ -80,3 +81,30 @@ def test_cli_bad_values(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("method", ["agents.sb3_harness:place_ppo", "agents.sb3_harness:place_a2c"])
+def test_harness_methods_spend_exactly_the_problems_budget(method):
+    graph, cluster = pe.load_benchmark("rnnlm-tiny"), pe.load_cluster("paper-2gpu")
+    problem = pe.Problem.make(graph, cluster, benchmark="rnnlm-tiny", budget=70, seed=0)
+    solution = pe.solve(method, problem)
+    assert problem.evaluations == 70 and solution.evaluations == 70  # references and episodes, all counted
+    assert np.array_equal(solution.placement, problem.best.placement)
+
+
+def test_an_env_given_an_evaluator_charges_it_and_serves_only_its_graph():
+    graph, cluster = pe.load_benchmark("rnnlm-tiny"), pe.load_cluster("paper-2gpu")
+    problem = pe.Problem.make(graph, cluster, budget=5)
+    env = gym.make("DevicePlacement-v0", benchmark=graph, cluster=cluster, evaluator=problem.evaluator)
+    env.reset(seed=0)
+    env.step(env.action_space.sample())
+    assert problem.evaluations >= 1
+    with pytest.raises(ValueError, match="serves only the graph"):
+        env.reset(options={"benchmark": "nmt-tiny"})
+    with pytest.raises(BudgetExhausted):
+        for _ in range(6):
+            env.reset()
+            env.step(env.action_space.sample())
+    with pytest.raises(ValueError, match="evaluator="):
+        gym.make("DevicePlacement-v0", benchmark=graph, cluster=cluster, evaluator=3)
+    env.close()

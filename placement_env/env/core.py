@@ -64,12 +64,17 @@ class _GraphTask:
     """One graph on the env's cluster: evaluators, features, masks, and lazily the bound and reference."""
 
     def __init__(self, graph: OpGraph, cluster: Cluster, runtime: str, slots: int,
-                 measured_options: dict[str, Any] | None, edge_slots: int | None = None) -> None:
+                 measured_options: dict[str, Any] | None, edge_slots: int | None = None,
+                 evaluator: Any = None) -> None:
         self.graph = graph
         self.sim = Evaluator(graph, cluster, "sim")
-        self.evaluator = self.sim if runtime == "sim" else Evaluator(
-            graph, cluster, runtime, costs=self.sim.costs if runtime == "grappler" else None,
-            measured_options=measured_options)
+        self._given = evaluator is not None  # the caller's evaluator: used, never closed here
+        if self._given:
+            self.evaluator = evaluator
+        else:
+            self.evaluator = self.sim if runtime == "sim" else Evaluator(
+                graph, cluster, runtime, costs=self.sim.costs if runtime == "grappler" else None,
+                measured_options=measured_options)
         self.features: GraphFeatures = graph_features(graph, cluster, self.sim.costs.seconds, slots, edge_slots)
         self.allowed = allowed_devices(graph, cluster)
         self._lower_bound: float | None = None
@@ -92,7 +97,9 @@ class _GraphTask:
         return self._reference
 
     def close(self) -> None:
-        self.evaluator.close()
+        self.sim.close()
+        if not self._given and self.evaluator is not self.sim:
+            self.evaluator.close()
 
 
 class DevicePlacementEnv(gym.Env):
@@ -105,7 +112,7 @@ class DevicePlacementEnv(gym.Env):
                  failing_signal: float = DEFAULT_FAILING_SIGNAL_S, max_groups: int = DEFAULT_MAX_GROUPS,
                  pad_to: int | None = None, dense_reward: bool = False, improve_steps: int | None = None,
                  measured_options: dict[str, Any] | None = None, render_mode: str | None = None,
-                 graph_observation: bool = False, pad_edges: int | None = None) -> None:
+                 graph_observation: bool = False, pad_edges: int | None = None, evaluator: Any = None) -> None:
         if mode not in MODES:
             raise ValueError(f"mode={mode!r}; expected one of {', '.join(map(repr, MODES))}")
         if runtime not in RUNTIMES:
@@ -123,6 +130,10 @@ class DevicePlacementEnv(gym.Env):
             raise ValueError(f"graph_observation={graph_observation!r}; expected True or False")
         if pad_edges is not None and not graph_observation:
             raise ValueError(f"pad_edges={pad_edges!r} is for graph_observation=True")
+        if evaluator is not None and not callable(evaluator):
+            raise ValueError(f"evaluator={evaluator!r:.60}; expected None or a callable placement -> Measurement "
+                             "(e.g. a Problem's problem.evaluator)")
+        self._given_evaluator = evaluator
         self.mode, self.runtime, self.render_mode = mode, runtime, render_mode
         self.reward = resolve_reward(reward)
         self.failing_signal = check_failing_signal(failing_signal)
@@ -179,6 +190,9 @@ class DevicePlacementEnv(gym.Env):
     def _task_for(self, benchmark: Any, graph: OpGraph | None = None) -> _GraphTask:
         key = benchmark if isinstance(benchmark, str) else id(benchmark)
         task = self._tasks.get(key)
+        if task is None and self._given_evaluator is not None and self._tasks:
+            raise ValueError(f"benchmark {benchmark!r:.60}: an env made with an evaluator serves only the graph that "
+                             "evaluator measures; make another env for another benchmark")
         if task is None:
             graph = self._graph_of(benchmark) if graph is None else graph
             if graph.n_groups > self.slots:
@@ -187,7 +201,7 @@ class DevicePlacementEnv(gym.Env):
             if self.edge_slots is not None:
                 check_edge_slots(graph, self.edge_slots)
             task = self._tasks[key] = _GraphTask(graph, self.cluster, self.runtime, self.slots, self._measured_options,
-                                                 self.edge_slots)
+                                                 self.edge_slots, self._given_evaluator)
         return task
 
     @property
