@@ -23,7 +23,7 @@ def _place(problem: Problem, algorithm: str) -> np.ndarray:
     budget = problem.budget_left if problem.budget is not None else DEFAULT_BUDGET
     seed = int(problem.rng.integers(2**31 - 1))
     try:
-        train(algorithm=algorithm, seconds=None, total_timesteps=int(min(budget, DEFAULT_BUDGET * 10**3)), seed=seed,
+        train(algorithm=algorithm, seconds=None, total_timesteps=int(budget), seed=seed,
               benchmark=problem.graph, cluster=problem.cluster, runtime=problem.evaluator.runtime, mode="oneshot",
               evaluator=problem.evaluator)
     except BudgetExhausted:

@@ -148,18 +148,23 @@ def test_worker_killed_while_idle_restarts_transparently(runtime, graph):
     assert runtime.workers.pid != driver
 
 
+def _measure_once(runtime, graph, *, timeout_s):
+    """The split placement measured with no retry (the fixture's runtime keeps its 2 retries after)."""
+    runtime.retries = 0
+    try:
+        return runtime.measure(graph, _split(graph), timeout_s=timeout_s)
+    finally:
+        runtime.retries = 2
+
+
 @pytest.mark.slow
 @needs_netns
 def test_stopped_worker_is_noticed_at_once_and_retried_on_fresh_workers(runtime, graph):
     runtime.workers.start()
     stopped, driver, starts = runtime.workers.worker_pids[1], runtime.workers.pid, runtime.workers.starts
     os.kill(stopped, signal.SIGSTOP)
-    runtime.retries = 0
-    try:
-        begin = time.monotonic()
-        m = runtime.measure(graph, _split(graph), timeout_s=30)
-    finally:
-        runtime.retries = 2
+    begin = time.monotonic()
+    m = _measure_once(runtime, graph, timeout_s=30)
     assert m.failure == "infrastructure" and f"pid {stopped} is stopped" in m.message, (m.failure, m.message)
     assert time.monotonic() - begin < 5  # noticed, not waited out
     assert not _group_members(driver) and not alive(stopped)
@@ -209,12 +214,8 @@ def test_hung_driver_is_killed_then_recovers(runtime, graph):
     runtime.workers.start()
     driver = runtime.workers.pid
     os.kill(driver, signal.SIGSTOP)
-    runtime.retries = 0
-    try:
-        begin = time.monotonic()
-        m = runtime.measure(graph, _split(graph), timeout_s=2.0)
-    finally:
-        runtime.retries = 2
+    begin = time.monotonic()
+    m = _measure_once(runtime, graph, timeout_s=2.0)
     assert not m.ok and m.failure == "infrastructure", (m.failure, m.message)
     assert "no answer within 2 s" in m.message
     assert time.monotonic() - begin < 2.0 + runtime.margin_s + 2  # the timeout holds, with the default margin
