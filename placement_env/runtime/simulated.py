@@ -54,7 +54,7 @@ from ..errors import InvalidPlacementError
 from ..opgraph import BUFFER_FORWARDING_OPS, OpGraph
 from ..placement import Measurement, check_placement, kernel_violations
 from ..schedule import Schedule
-from .simulator_core import simulate_many, simulate_step
+from .simulator_core import accumulating_devices, simulate_core, simulate_many
 
 __all__ = ["SIMULATOR_VERSION", "SimulationPlan", "simulate", "simulate_batch", "plan_for"]
 
@@ -174,6 +174,14 @@ class SimulationPlan:
                            peak_bytes=np.asarray(peak, np.int64).copy(), busy_s=np.asarray(busy, np.float64).copy(),
                            bytes_moved=int(moved), placement=placement, runtime="sim", schedule=schedule)
 
+    def _core(self, dev: np.ndarray, schedule: bool) -> tuple:
+        """simulate_core on ``dev``, run again with accumulating sums where the first run's peak calls for it."""
+        result = simulate_core(dev, *self._args(), np.zeros(self.cluster.n_devices, np.bool_), schedule)
+        rewrite = accumulating_devices(dev, self.is_sum, result[1], self.capacity)
+        if rewrite.any():
+            result = simulate_core(dev, *self._args(), rewrite, schedule)
+        return result
+
     def run(self, placement: Any, *, schedule: bool = False) -> Measurement:
         """Simulate one step of ``placement`` (one device per group); ``schedule=True`` records its Schedule."""
         placement = check_placement(self.graph, self.cluster, placement)
@@ -182,7 +190,7 @@ class SimulationPlan:
             return self._no_kernel(placement, bad)
         dev = np.ascontiguousarray(placement[self.group], dtype=np.int64)
         (makespan, peak, busy, moved, started, op_start, op_end, t_src, t_out, t_sdev, t_ddev, t_start, t_end,
-         t_bytes, mem_time, mem_trace) = simulate_step(dev, *self._args(), self.capacity, bool(schedule))
+         t_bytes, mem_time, mem_trace) = self._core(dev, bool(schedule))
         if started != self.graph.n_ops:  # cannot happen for a DAG; guard against corrupt graphs
             raise RuntimeError(f"simulation started {started} of {self.graph.n_ops} ops")
         timeline = None

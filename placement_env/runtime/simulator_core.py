@@ -15,7 +15,7 @@ from numba import njit
 
 from .heaps import ev_pop, ev_push, int_pop, int_push
 
-__all__ = ["simulate_core", "simulate_many", "simulate_step"]
+__all__ = ["accumulating_devices", "simulate_core", "simulate_many"]
 
 # Event kinds, in the order events of one instant are processed.
 _EV_OP = 0
@@ -63,20 +63,6 @@ def _release(e, d, edge_gout, edge_tid, out_refs, t_refs, output_bytes, t_bytes,
     return n_notes
 
 
-@njit(cache=True, inline="always")
-def _allocate_outputs(i, d, output_ptr, output_bytes, mem, peak, record, mem_time, mem_trace, n_notes, now):
-    """Allocate op ``i``'s outputs on device ``d``; the memory timeline's new length."""
-    alloc = 0
-    for o in range(output_ptr[i], output_ptr[i + 1]):
-        alloc += output_bytes[o]
-    if alloc > 0:
-        mem[d] += alloc
-        if mem[d] > peak[d]:
-            peak[d] = mem[d]
-        n_notes = _note(record, mem_time, mem_trace, n_notes, now, mem, alloc)
-    return n_notes
-
-
 @njit(cache=True)
 def _add_in(e, j, d, early, sum_allocated, output_ptr, output_bytes, edge_gout, edge_tid, out_refs, t_refs, t_bytes,
             out_forward_edge, mem, peak, record, mem_time, mem_trace, n_notes, now):
@@ -84,8 +70,14 @@ def _add_in(e, j, d, early, sum_allocated, output_ptr, output_bytes, edge_gout, 
     sum's output if this is its first input, add the input in and free it. Returns the timeline's length."""
     if not sum_allocated[j]:
         sum_allocated[j] = True
-        n_notes = _allocate_outputs(j, d, output_ptr, output_bytes, mem, peak, record, mem_time, mem_trace, n_notes,
-                                    now)
+        alloc = 0
+        for o in range(output_ptr[j], output_ptr[j + 1]):
+            alloc += output_bytes[o]
+        if alloc > 0:
+            mem[d] += alloc
+            if mem[d] > peak[d]:
+                peak[d] = mem[d]
+            n_notes = _note(record, mem_time, mem_trace, n_notes, now, mem, alloc)
     early[e] = True
     return _release(e, d, edge_gout, edge_tid, out_refs, t_refs, output_bytes, t_bytes, out_forward_edge, mem,
                     record, mem_time, mem_trace, n_notes, now)
@@ -251,9 +243,15 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                 started += 1
                 dur = op_seconds[i, d]
                 op_start[i] = now
-                if not sum_allocated[i]:  # an accumulating sum allocated its output when its first input came
-                    n_notes = _allocate_outputs(i, d, output_ptr, output_bytes, mem, peak, record, mem_time,
-                                                mem_trace, n_notes, now)
+                alloc = 0
+                if not sum_allocated[i]:
+                    for o in range(output_ptr[i], output_ptr[i + 1]):
+                        alloc += output_bytes[o]
+                if alloc > 0:
+                    mem[d] += alloc
+                    if mem[d] > peak[d]:
+                        peak[d] = mem[d]
+                    n_notes = _note(record, mem_time, mem_trace, n_notes, now, mem, alloc)
                 if is_shared:
                     active[d] = ev_push(act_keys[d], act_vals[d], active[d], v_clock[d] + dur, i)
                 else:
@@ -418,7 +416,7 @@ _SUM_REWRITE_SHARE = 0.8
 
 
 @njit(cache=True)
-def _accumulating_devices(dev, is_sum, peak, capacity):
+def accumulating_devices(dev, is_sum, peak, capacity):
     """Per device: whether a step with ``peak`` bytes there would have its sums (``is_sum``, placed by
     ``dev``) rewritten into accumulations. All false when there is nothing to rewrite."""
     n_dev = capacity.shape[0]
@@ -433,29 +431,11 @@ def _accumulating_devices(dev, is_sum, peak, capacity):
 
 
 @njit(cache=True)
-def simulate_step(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges, output_ptr,
-                  output_bytes, forward_edge, out_forward_edge, persistent, concurrency, op_share, latency, route_ptr,
-                  route_res, res_bandwidth, res_latency, transfer_overhead, is_sum, capacity, record):
-    """:func:`simulate_core` of one step, run a second time with accumulating sums on the devices whose
-    first run's peak calls for it (grappler rewrites the sums of a device near full). Same result tuple."""
-    res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges, output_ptr,
-                        output_bytes, forward_edge, out_forward_edge, persistent, concurrency, op_share, latency,
-                        route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, is_sum,
-                        np.zeros(concurrency.shape[0], np.bool_), record)
-    rewrite = _accumulating_devices(dev, is_sum, res[1], capacity)
-    if rewrite.any():
-        res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges, output_ptr,
-                            output_bytes, forward_edge, out_forward_edge, persistent, concurrency, op_share, latency,
-                            route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, is_sum, rewrite,
-                            record)
-    return res
-
-
-@njit(cache=True)
 def simulate_many(placements, group, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
                   output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency, op_share,
                   latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, is_sum, capacity):
-    """:func:`simulate_step` for every row of ``placements`` (device per group; ``group``: group per op).
+    """:func:`simulate_core` for every row of ``placements`` (device per group; ``group``: group per op),
+    each run a second time with accumulating sums where its first run's peak calls for it.
 
     Returns (runtimes, peaks [k, device], busy seconds [k, device], bytes moved); records no schedule.
     """
@@ -466,13 +446,20 @@ def simulate_many(placements, group, op_seconds, out_ptr, edge_dst, edge_gout, e
     busys = np.empty((k, n_dev))
     moved = np.empty(k, np.int64)
     dev = np.empty(group.shape[0], np.int64)
+    accumulating = np.zeros(n_dev, np.bool_)
     for r in range(k):
         for i in range(group.shape[0]):
             dev[i] = placements[r, group[i]]
-        res = simulate_step(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges, output_ptr,
-                            output_bytes, forward_edge, out_forward_edge, persistent, concurrency, op_share, latency,
-                            route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, is_sum, capacity,
-                            False)
+        res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
+                            output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency,
+                            op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
+                            is_sum, accumulating, False)
+        rewrite = accumulating_devices(dev, is_sum, res[1], capacity)
+        if rewrite.any():
+            res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
+                                output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency,
+                                op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
+                                transfer_overhead, is_sum, rewrite, False)
         runtimes[r] = res[0]
         peaks[r] = res[1]
         busys[r] = res[2]
