@@ -105,6 +105,10 @@ class SimulationPlan:
         self.res_bandwidth = np.ascontiguousarray(routes.resource_bandwidth, dtype=np.float64)
         self.res_latency = np.ascontiguousarray(routes.resource_latency, dtype=np.float64)
         self.transfer_overhead = float(cluster.transfer_overhead_s)
+        host = cluster.host_transfer
+        self.host_on = host is not None
+        self.host_fixed = host.per_tensor_s if host is not None else 0.0
+        self.host_per_byte = 1.0 / host.bandwidth if host is not None else 0.0
         self.capacity = cluster.memory_bytes.astype(np.int64)
         self.is_sum = self._sums(graph) if cluster.accumulate_sums else np.zeros(n, np.bool_)
 
@@ -141,7 +145,7 @@ class SimulationPlan:
                 self.in_edges, self.output_ptr, self.output_bytes, self.forward_edge, self.out_forward_edge,
                 self.persistent, self.concurrency, self.op_share,
                 self.latency, self.route_ptr, self.route_res, self.res_bandwidth, self.res_latency,
-                self.transfer_overhead, self.is_sum)
+                self.transfer_overhead, self.host_on, self.host_fixed, self.host_per_byte, self.is_sum)
 
     # ---- results ----
     def _no_kernel(self, placement: np.ndarray, bad: np.ndarray) -> Measurement:
