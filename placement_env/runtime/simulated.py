@@ -23,6 +23,14 @@ Semantics (one training step):
   direction queue, a fast link shared by slower transfers delays them only by its own short
   service, and opposite directions never interfere. Transfers overlap compute. A cross-device control edge costs the
   fixed overhead and the latency and occupies no link. Same-device edges are free.
+* On a cluster with a ``host_transfer`` (CPU worker processes over loopback gRPC, see
+  :mod:`placement_env.cluster.host_transfer`) a data transfer is also CPU work at both ends: a send
+  task of ``per_tensor_s + bytes / bandwidth`` on a lane of its source device when its producer
+  ends, then the route as above, then a receive task of the same length on a lane of its
+  destination, after which its consumers have it. Tasks start before waiting ops (oldest transfer
+  first); on a shared device a task takes the service that lasts that long alone. So a worker's
+  sends queue behind each other and delay its next op, and a busy receiver decodes late. The
+  schedule's transfer end is then the end of the receive task. Control edges pay no such task.
 * Memory per device: persistent bytes of the ops placed there for the whole step; each output is
   allocated on its producer's device from the producer's start until the end of its last consumer
   on that device and the end of its last outbound transfer (an output nobody consumes: until its
