@@ -14,7 +14,10 @@
    single-worker op profile enters their prediction, as an op cost table, never their placements).
 
 ``--costs``: the op costs the simulator scales, grappler's ``analytical`` ones (default) or the
-``measured`` profiles.
+``measured`` profiles, which are the workers' own kernel times and so are kept at scale 1 unless
+``--measured-scale fitted``. ``--link-runs``: link microbenchmark results from which the host
+transfer's bandwidth is taken (:func:`placement_env.calibration.link_rows.host_bandwidth_from_links`)
+instead of fitted.
 
 ``keras-branches`` is a user's Keras model (three parallel dense branches, concatenated) imported
 with ``pe.from_tf``. The measurements are written to ``--out`` as JSON; ``--reuse`` refits and
@@ -80,9 +83,12 @@ def measure_all(names: list[str], cluster, n: int, seed: int, steps: int) -> dic
     return data
 
 
-def score(fit_names: list[str], names: list[str], cluster, data: dict, costs: str = "analytical") -> list[dict]:
+def score(fit_names: list[str], names: list[str], cluster, data: dict, costs: str = "analytical",
+          host_bandwidth: float | None = None, fit_scale: bool = True) -> list[dict]:
     """Fit on ``fit_names``; Spearman and MAPE of every graph before and after calibration, with
-    ``costs`` ("analytical" or "measured") as the op costs at scale 1."""
+    ``costs`` ("analytical" or "measured") as the op costs at scale 1, ``host_bandwidth`` (if
+    given) as the host transfer's bandwidth instead of a fitted one, and the op-cost scale fitted
+    or kept at 1 (``fit_scale``)."""
     from placement_env.calibration import Dataset, fidelity, fit_datasets
     from placement_env.calibration.fit import predicted_runtimes, simulated_runtimes
     from placement_env.costs import analytical_costs
@@ -99,7 +105,7 @@ def score(fit_names: list[str], names: list[str], cluster, data: dict, costs: st
         else:
             base = analytical_costs(graph, cluster).seconds - overhead
         datasets[name] = (Dataset(graph, base, placements[ok], measured[ok]), base + overhead)
-    fit = fit_datasets([datasets[n][0] for n in fit_names], cluster)
+    fit = fit_datasets([datasets[n][0] for n in fit_names], cluster, host_bandwidth=host_bandwidth, fit_scale=fit_scale)
     rows = []
     for name in names:
         data_set, seconds = datasets[name]
@@ -110,8 +116,10 @@ def score(fit_names: list[str], names: list[str], cluster, data: dict, costs: st
                      "measured_min_s": float(data_set.measured.min()), "measured_max_s": float(data_set.measured.max()),
                      "spearman_before": before["spearman"], "spearman_after": after["spearman"],
                      "mape_before": before["mape"], "mape_after": after["mape"]})
+    host = fit.host_transfer
     rows.append({"fit": {"scale": fit.scale.tolist(), "overhead_s": fit.overhead.tolist(),
-                         "bandwidth": fit.bandwidth, "latency_s": fit.latency, "loss": fit.loss}})
+                         "bandwidth": fit.bandwidth, "latency_s": fit.latency, "loss": fit.loss,
+                         "host_transfer": None if host is None else host.to_dict()}})
     return rows
 
 
@@ -121,8 +129,13 @@ def table(rows: list[dict]) -> str:
     for r in rows:
         if "graph" not in r:
             fit = r["fit"]
+            host = fit["host_transfer"]
+            transfer = (f"link {fit['bandwidth'] / 1e9:.3g} GB/s and {fit['latency_s'] * 1e6:.0f} us per transfer"
+                        if host is None else
+                        f"link {fit['latency_s'] * 1e6:.0f} us per transfer, and at each end {host['per_tensor_s'] * 1e6:.0f} us "
+                        f"+ bytes at {host['bandwidth'] / 1e9:.3g} GB/s of the worker's CPU")
             lines.append(f"\nfit: scale {fit['scale'][0]:.3g}, per-op overhead {fit['overhead_s'][0] * 1e6:.1f} us, "
-                         f"link {fit['bandwidth'] / 1e9:.3g} GB/s and {fit['latency_s'] * 1e6:.0f} us per transfer")
+                         + transfer)
             continue
         lines.append(f"| {r['graph']} | {r['role']} | {r['n']} | {r['measured_min_s'] * 1e3:.2f}-{r['measured_max_s'] * 1e3:.2f} "
                      f"| {r['spearman_before']:.2f} / {r['spearman_after']:.2f} "
@@ -142,7 +155,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", default="runs/cross_graph_fidelity.json")
     parser.add_argument("--costs", choices=("analytical", "measured"), default="analytical",
                         help="op costs at scale 1: grappler's or the measured single-worker profiles")
+    parser.add_argument("--measured-scale", choices=("kept", "fitted"), default="kept",
+                        help="with --costs measured: keep the traced kernel times as they are (scale 1: they are "
+                             "the worker's own op times; only the executor's per-op overhead is fitted) or fit a scale")
     parser.add_argument("--reuse", help="a previous --out file: refit and rescore without measuring")
+    parser.add_argument("--link-runs", nargs="+", default=[], metavar="FILE",
+                        help="link microbenchmark results (experiments.link_microbenchmark --out): the host "
+                             "transfer's bandwidth comes from their large tensors instead of the fit")
     args = parser.parse_args(argv)
     if args.placements < 4:
         parser.error(f"--placements {args.placements}: need at least 4")
@@ -165,7 +184,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         data = measure_all(names, cluster, args.placements, args.seed, args.steps)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps({"cluster": args.cluster, "measurements": data}))
-    rows = score(args.fit, names, cluster, data, args.costs)
+    host_bandwidth = None
+    if args.link_runs:
+        from placement_env.calibration.link_rows import host_bandwidth_from_links
+
+        host_bandwidth = host_bandwidth_from_links([row for path in args.link_runs
+                                                    for row in json.loads(Path(path).read_text())["rows"]])
+        print(f"host transfer bandwidth from {len(args.link_runs)} link run(s): {host_bandwidth / 1e9:.3g} GB/s at each end")
+    fit_scale = args.costs == "analytical" or args.measured_scale == "fitted"
+    rows = score(args.fit, names, cluster, data, args.costs, host_bandwidth, fit_scale)
     print(table(rows))
     return 0
 

@@ -67,7 +67,7 @@ def loopback_clusters(workers: int, bandwidth: float, overhead_s: float):
     from placement_env.cluster.model import topology_cluster
     from placement_env.cluster.topology import Link, Topology
 
-    base = load_cluster(f"local:{workers}")
+    base = dataclasses.replace(load_cluster(f"local:{workers}"), host_transfer=None)  # links alone
     n = base.n_devices
     bw = np.full((n, n), bandwidth)
     np.fill_diagonal(bw, np.inf)

@@ -1,4 +1,5 @@
 """Calibration of the simulator: fitting on synthetic data, and a small real calibration on local:2."""
+import dataclasses
 import json
 import math
 import os
@@ -20,6 +21,12 @@ from tf_helpers import child_pids, needs_netns
 @pytest.fixture(scope="module")
 def synth_costs(synth, local2):
     return analytical_costs(synth, local2)
+
+
+@pytest.fixture(scope="module")
+def links(local2):
+    """local:2 with transfers on links alone (1 GB/s, 100 us; no host transfer): the link-only fit's cluster."""
+    return dataclasses.replace(with_link(local2, 1e9, 100e-6), host_transfer=None)
 
 
 def _raw(costs, cluster):
@@ -59,11 +66,11 @@ def test_fidelity_metrics():
     assert fidelity(np.array([3.0, 2.0, 1.0]), np.array([1.0, 2.0, 3.0]))["spearman"] == pytest.approx(-1.0)
 
 
-def test_fit_recovers_known_parameters(synth, local2, synth_costs):
-    placements = random_placements(synth, local2, 16, 1, spread="dirichlet")
-    meas = _truth(synth, local2, synth_costs, placements)
-    raw = _raw(synth_costs, local2)
-    fit = fit_simulator(synth, local2, raw, placements, meas)
+def test_fit_recovers_known_parameters(synth, links, synth_costs):
+    placements = random_placements(synth, links, 16, 1, spread="dirichlet")
+    meas = _truth(synth, links, synth_costs, placements)
+    raw = _raw(synth_costs, links)
+    fit = fit_simulator(synth, links, raw, placements, meas)
     assert fit.loss < 1e-3
     assert fit.latency == pytest.approx(250e-6, rel=0.1)
     # scale and overhead trade off on this graph (grappler's op costs are tiny next to the overhead):
@@ -71,42 +78,42 @@ def test_fit_recovers_known_parameters(synth, local2, synth_costs):
     total = fit.scale[0] * raw[:, 0].sum() + fit.overhead[0] * synth.n_ops
     assert total == pytest.approx(3.0 * raw[:, 0].sum() + 5e-6 * synth.n_ops, rel=0.5)
     # with the overhead and links known, the scale comes out right
-    known = fit_simulator(synth, local2, raw, placements, meas, fit_overhead=False, fit_links=False,
+    known = fit_simulator(synth, links, raw, placements, meas, fit_overhead=False, fit_links=False,
                           overhead0=5e-6, start=(np.ones(2), 10e6, 250e-6))
     assert known.loss < 1e-4
     assert np.allclose(known.scale, 3.0, rtol=0.2)
-    assert fit.scale.shape == fit.overhead.shape == (local2.n_devices,)
+    assert fit.scale.shape == fit.overhead.shape == (links.n_devices,)
     # with only the links free, the scale and overhead stay where they start
-    fixed = fit_simulator(synth, local2, _raw(synth_costs, local2), placements, meas, fit_scale=False,
+    fixed = fit_simulator(synth, links, _raw(synth_costs, links), placements, meas, fit_scale=False,
                           fit_overhead=False, overhead0=5e-6)
     assert np.all(fixed.scale == 1.0) and np.all(fixed.overhead == 5e-6)
 
 
-def test_a_fit_on_two_graphs_separates_what_one_graph_cannot(synth, local2, synth_costs):
+def test_a_fit_on_two_graphs_separates_what_one_graph_cannot(synth, links, synth_costs):
     # synthetic-tiny's step is almost all per-op overhead; inception_v3-tiny's has a real share of
     # compute: pooled, they pin down the scale and the overhead that each alone trades off
     from placement_env.calibration import Dataset, fit_datasets
 
     inception = pe.load_benchmark("inception_v3-tiny")
     datasets = []
-    for graph, costs in ((synth, synth_costs), (inception, pe.costs.analytical_costs(inception, local2))):
-        placements = random_placements(graph, local2, 12, 1, spread="dirichlet")
-        datasets.append(Dataset(graph, _raw(costs, local2), placements, _truth(graph, local2, costs, placements)))
-    joint = fit_datasets(datasets, local2)
+    for graph, costs in ((synth, synth_costs), (inception, pe.costs.analytical_costs(inception, links))):
+        placements = random_placements(graph, links, 12, 1, spread="dirichlet")
+        datasets.append(Dataset(graph, _raw(costs, links), placements, _truth(graph, links, costs, placements)))
+    joint = fit_datasets(datasets, links)
     assert joint.loss < 1e-4
     assert np.allclose(joint.scale, 3.0, rtol=0.05) and np.allclose(joint.overhead, 5e-6, rtol=0.05)
     assert joint.latency == pytest.approx(250e-6, rel=0.05)
-    alone = fit_simulator(synth, local2, datasets[0].base_seconds, datasets[0].placements, datasets[0].measured)
+    alone = fit_simulator(synth, links, datasets[0].base_seconds, datasets[0].placements, datasets[0].measured)
     assert not np.allclose(alone.scale, 3.0, rtol=0.5)  # one overhead-bound graph cannot tell them apart
     with pytest.raises(ValueError, match="one measured runtime per placement"):
         Dataset(synth, datasets[0].base_seconds, datasets[0].placements, datasets[0].measured[:3])
 
 
-def test_calibration_report_and_cluster(synth, local2, synth_costs, tmp_path):
-    placements = random_placements(synth, local2, 20, 2, spread="dirichlet")
+def test_calibration_report_and_cluster(synth, links, synth_costs, tmp_path):
+    placements = random_placements(synth, links, 20, 2, spread="dirichlet")
     noise = np.random.default_rng(0).lognormal(0, 0.03, len(placements))
-    meas = _truth(synth, local2, synth_costs, placements) * noise
-    cal = fit_and_report(synth, local2, synth_costs, placements, meas, folds=4, failures={"timeout": 1},
+    meas = _truth(synth, links, synth_costs, placements) * noise
+    cal = fit_and_report(synth, links, synth_costs, placements, meas, folds=4, failures={"timeout": 1},
                          n_attempted=21)
     assert isinstance(cal, Calibration)
     assert cal.after["mape"] < 0.1 < cal.before["mape"]
@@ -114,8 +121,8 @@ def test_calibration_report_and_cluster(synth, local2, synth_costs, tmp_path):
     assert np.all(np.isfinite(cal.heldout_s)) and cal.folds == 4
     # the calibrated cluster reproduces the fitted op costs through the analytical cost model
     c = cal.cluster
-    assert [d.name for d in c.devices] == [d.name for d in local2.devices]
-    assert c.local_workers == 2 and c.name == local2.name
+    assert [d.name for d in c.devices] == [d.name for d in links.devices]
+    assert c.local_workers == 2 and c.name == links.name
     off = ~np.eye(2, dtype=bool)
     assert np.all(c.bandwidth[off] == cal.fit.bandwidth) and np.all(c.latency[off] == cal.fit.latency)
     assert np.allclose(c.op_overhead_s, cal.fit.overhead)
@@ -131,18 +138,18 @@ def test_calibration_report_and_cluster(synth, local2, synth_costs, tmp_path):
     assert "before calibration" in text and "held-out" in text and "timeout: 1" in text
 
 
-def test_calibrated_cluster_scales_analytical_costs(synth, local2, synth_costs):
-    slower = calibrated_cluster(local2, np.array([2.0, 4.0]), 5e7, 1e-4, op_overhead_s=np.array([0.0, 0.0]))
+def test_calibrated_cluster_scales_analytical_costs(synth, links, synth_costs):
+    slower = calibrated_cluster(links, np.array([2.0, 4.0]), 5e7, 1e-4, op_overhead_s=np.array([0.0, 0.0]))
     costs = analytical_costs(synth, slower).seconds
-    raw = _raw(synth_costs, local2)
+    raw = _raw(synth_costs, links)
     assert np.allclose(costs[:, 0].sum(), 2 * raw[:, 0].sum(), rtol=0.02)
     assert np.allclose(costs[:, 1].sum(), 4 * raw[:, 1].sum(), rtol=0.02)
 
 
-def test_calibrate_excludes_failed_measurements(synth, local2, synth_costs):
+def test_calibrate_excludes_failed_measurements(synth, links, synth_costs):
     """A fake runtime: failures and exceptions are counted, never crash the run."""
-    placements = random_placements(synth, local2, 12, 5, spread="dirichlet")
-    truth = _truth(synth, local2, synth_costs, placements)
+    placements = random_placements(synth, links, 12, 5, spread="dirichlet")
+    truth = _truth(synth, links, synth_costs, placements)
 
     class Fake:
         steps, warmup = 6, 2
@@ -163,10 +170,48 @@ def test_calibrate_excludes_failed_measurements(synth, local2, synth_costs):
     def pe_measurement(ok, t=float("nan")):
         return Measurement(runtime_s=t, ok=ok, failure="" if ok else "crash")
 
-    cal = calibrate(synth, local2, runtime=Fake(), placements=placements, progress=False, costs=synth_costs, folds=3)
+    cal = calibrate(synth, links, runtime=Fake(), placements=placements, progress=False, costs=synth_costs, folds=3)
     assert cal.failures == {"RuntimeError": 1, "crash": 1}
     assert len(cal.measured_s) == 10 and cal.n_attempted == 12
     assert cal.after["mape"] < 0.05
+
+
+def test_fit_recovers_a_host_transfer_from_several_graphs(synth, local2, synth_costs):
+    # true workers: each end of a tensor costs 300 us + bytes at 0.5 GB/s of its CPU, the link 40 us;
+    # the fit starts from the preset's 50 us and 2 GB/s
+    from placement_env.calibration import Dataset, fit_datasets
+    from placement_env.calibration.fit import fitted_cluster
+    from placement_env.cluster import HostTransfer
+
+    true_host = HostTransfer(per_tensor_s=300e-6, bandwidth=0.5e9)
+    truth = dataclasses.replace(with_link(local2, 1e12, 40e-6), host_transfer=true_host)
+    inception = pe.load_benchmark("inception_v3-tiny")
+    datasets = []
+    for graph, costs in ((synth, synth_costs), (inception, analytical_costs(inception, local2))):
+        placements = random_placements(graph, local2, 12, 1, spread="dirichlet")
+        raw = _raw(costs, local2)
+        datasets.append(Dataset(graph, raw, placements, simulated_runtimes(graph, truth, raw * 3.0 + 5e-6, placements)))
+    fit = fit_datasets(datasets, local2)
+    assert fit.loss < 1e-3
+    assert fit.host_transfer.per_tensor_s == pytest.approx(300e-6, rel=0.1)
+    assert fit.host_transfer.bandwidth == pytest.approx(0.5e9, rel=0.2)
+    assert np.allclose(fit.scale, 3.0, rtol=0.1) and np.allclose(fit.overhead, 5e-6, rtol=0.1)
+    assert fit.bandwidth == local2.bandwidth[0, 1]  # the link's bandwidth is not a parameter then
+    assert fitted_cluster(local2, fit).host_transfer == fit.host_transfer
+    # with the bandwidth measured elsewhere (a link microbenchmark) it is kept
+    kept = fit_datasets(datasets, local2, host_bandwidth=0.5e9)
+    assert kept.host_transfer.bandwidth == 0.5e9 and kept.host_transfer.per_tensor_s == pytest.approx(300e-6, rel=0.1)
+
+
+def test_host_bandwidth_from_link_rows():
+    from placement_env.calibration.link_rows import host_bandwidth_from_links
+
+    # extra time = 3 ms + 2 x bytes / 4 GB/s (encode, then decode): each end 4 GB/s
+    rows = [{"bytes": b, "destinations": 1, "measured_s": 0.001 + 0.003 + 2 * b / 4e9, "one_worker_s": 0.001}
+            for b in (4e6, 16e6, 64e6)] + [{"bytes": 4e6, "destinations": 2, "measured_s": 1.0, "one_worker_s": 0.0}]
+    assert host_bandwidth_from_links(rows) == pytest.approx(4e9)
+    with pytest.raises(ValueError, match="at least two tensor sizes"):
+        host_bandwidth_from_links(rows[:1])
 
 
 @pytest.mark.slow

@@ -12,7 +12,10 @@ measured ones (:mod:`.fit`):
   FLOP/s / memory bandwidth / concurrency share them; all workers of a ``local:N`` cluster are one
   type): op seconds are ``scale * base costs + overhead`` (base: analytical without the cluster's
   ``op_overhead_s`` by default);
-* one link ``latency`` and ``bandwidth`` for every link between distinct devices.
+* one link ``latency`` and ``bandwidth`` for every link between distinct devices; on a cluster
+  with a ``host_transfer`` (``local:N``) the link ``latency`` and the host transfer's
+  ``per_tensor_s`` and ``bandwidth`` instead (:mod:`.fit`; :mod:`.link_rows` reads the bandwidth
+  from a link microbenchmark, to keep it out of the fit).
 
 The fit minimises the mean squared log-ratio ``log(simulated / measured)`` over the measured
 placements (Nelder-Mead on log parameters, restarted from the best points of a coarse grid). The

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..cluster import Cluster
+from ..cluster import Cluster, HostTransfer
 from ..costs import OpCosts, analytical_costs
 from ..opgraph import OpGraph
 from .fit import FitResult, with_link
@@ -20,16 +20,18 @@ __all__ = ["calibrated_cluster", "speed_scale"]
 
 
 def calibrated_cluster(cluster: Cluster, speed_scale: np.ndarray, bandwidth: float, latency: float,
-                       op_overhead_s: np.ndarray | None = None) -> Cluster:
+                       op_overhead_s: np.ndarray | None = None, host_transfer: HostTransfer | None = None) -> Cluster:
     """``cluster`` with device ``d`` ``speed_scale[d]`` times slower (peak FLOP/s and memory bandwidth
     divided by it, which multiplies grappler's analytical op costs by it), ``op_overhead_s[d]`` per op
-    (if given) and every link set to (bandwidth, latency)."""
+    (if given), every link set to (bandwidth, latency) and ``host_transfer`` (if given)."""
     devices = []
     for d, (dev, s) in enumerate(zip(cluster.devices, np.asarray(speed_scale, dtype=float))):
         changes: dict[str, Any] = {"peak_flops": float(dev.peak_flops / s), "memory_bandwidth": float(dev.memory_bandwidth / s)}
         if op_overhead_s is not None:
             changes["op_overhead_s"] = float(op_overhead_s[d])
         devices.append(dataclasses.replace(dev, **changes))
+    if host_transfer is not None:
+        cluster = dataclasses.replace(cluster, host_transfer=host_transfer)
     return with_link(dataclasses.replace(cluster, devices=tuple(devices)), bandwidth, latency)
 
 

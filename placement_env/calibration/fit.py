@@ -3,7 +3,10 @@
 Op ``i`` on device ``d`` takes ``scale[d] * base[i, d] + overhead[d]`` seconds, with one ``scale``
 and one per-op ``overhead`` per device type (devices with equal :func:`~placement_env.costs.op_type_key`
 share them; all workers of a ``local:N`` cluster are one type), and every link between distinct
-devices has one ``bandwidth`` and ``latency``. :func:`fit_simulator` minimises the mean squared
+devices has one ``bandwidth`` and ``latency``. On a cluster with a ``host_transfer`` (CPU worker
+processes, where moving a tensor is CPU work on both ends) the transfer parameters are instead the
+link ``latency`` and the host transfer's ``per_tensor_s`` and ``bandwidth``; the link keeps its
+bandwidth, since every per-byte cost is then the workers' own copying. :func:`fit_simulator` minimises the mean squared
 log-ratio ``log(simulated / measured)`` over the measured placements: Nelder-Mead on the log
 parameters, restarted from the best points of a coarse random grid, because the simulated time is
 only piecewise smooth in the parameters (the event order changes).
@@ -17,12 +20,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
-from ..cluster import Cluster
+from ..cluster import Cluster, HostTransfer
 from ..costs import op_type_key
 from ..opgraph import OpGraph
 from ..runtime.simulated import SimulationPlan
 
-__all__ = ["Dataset", "FitResult", "device_types", "fit_datasets", "fit_simulator", "fitted_costs",
+__all__ = ["Dataset", "FitResult", "device_types", "fit_datasets", "fit_simulator", "fitted_cluster", "fitted_costs",
            "predicted_runtimes", "simulated_runtimes", "with_link"]
 
 _LOSS_NAN = 1e6  # a simulator failure (e.g. "oom") or non-positive time counts as a huge error
@@ -32,6 +35,8 @@ _SCALE_RANGE = (1e-3, 1e4)
 _OVERHEAD_RANGE_S = (1e-9, 1e-2)
 _BANDWIDTH_RANGE = (1e5, 1e12)  # bytes/s
 _LATENCY_RANGE_S = (1e-8, 1.0)
+_HOST_TENSOR_RANGE_S = (1e-8, 1e-2)  # CPU seconds per tensor at each end: from nothing to 10 ms
+_HOST_BANDWIDTH_RANGE = (1e6, 1e11)  # bytes/s one thread copies: from 1 MB/s to beyond any memcpy
 
 
 def device_types(cluster: Cluster) -> np.ndarray:
@@ -68,6 +73,7 @@ class FitResult:
     latency: float  # s
     loss: float  # mean squared log-ratio at the optimum
     evaluations: int
+    host_transfer: HostTransfer | None = None  # fitted CPU work per transfer end, on clusters that have one
 
 
 def fitted_costs(base_seconds: np.ndarray, fit: FitResult) -> np.ndarray:
@@ -75,11 +81,15 @@ def fitted_costs(base_seconds: np.ndarray, fit: FitResult) -> np.ndarray:
     return base_seconds * fit.scale[None, :] + fit.overhead[None, :]
 
 
+def fitted_cluster(cluster: Cluster, fit: FitResult) -> Cluster:
+    """``cluster`` with the fitted link and host transfer (op costs are separate: :func:`fitted_costs`)."""
+    return dataclasses.replace(with_link(cluster, fit.bandwidth, fit.latency), host_transfer=fit.host_transfer)
+
+
 def predicted_runtimes(graph: OpGraph, cluster: Cluster, base_seconds: np.ndarray, fit: FitResult,
                        placements: np.ndarray) -> np.ndarray:
-    """Simulated step time per placement with the fitted op costs and link."""
-    return simulated_runtimes(graph, with_link(cluster, fit.bandwidth, fit.latency),
-                              fitted_costs(base_seconds, fit), placements)
+    """Simulated step time per placement with the fitted op costs, link and host transfer."""
+    return simulated_runtimes(graph, fitted_cluster(cluster, fit), fitted_costs(base_seconds, fit), placements)
 
 
 @dataclass(frozen=True)
@@ -87,7 +97,8 @@ class _Parameters:
     """The parameters to fit, per device type, and which of them are free.
 
     The free ones are packed, as logarithms, into the vector the optimiser moves: first the
-    scales, then the overheads, then log bandwidth and log latency.
+    scales, then the overheads, then the transfer parameters: log bandwidth and log latency, or
+    with a ``host`` transfer log latency, log per-tensor seconds and log host bandwidth.
     """
 
     scale: np.ndarray  # [n_types]
@@ -97,6 +108,17 @@ class _Parameters:
     fit_scale: bool
     fit_overhead: bool
     fit_links: bool
+    host: HostTransfer | None = None
+    fit_host_bandwidth: bool = True
+
+    def _transfer_values(self) -> list[tuple[float, tuple[float, float]]]:
+        """The free transfer parameters with their bounds, in packing order."""
+        if not self.fit_links:
+            return []
+        if self.host is None:
+            return [(self.bandwidth, _BANDWIDTH_RANGE), (self.latency, _LATENCY_RANGE_S)]
+        values = [(self.latency, _LATENCY_RANGE_S), (max(self.host.per_tensor_s, 1e-7), _HOST_TENSOR_RANGE_S)]
+        return values + [(self.host.bandwidth, _HOST_BANDWIDTH_RANGE)] * self.fit_host_bandwidth
 
     def pack(self) -> np.ndarray:
         x0 = []
@@ -104,13 +126,12 @@ class _Parameters:
             x0 += list(np.log(self.scale))
         if self.fit_overhead:
             x0 += list(np.log(self.overhead))
-        if self.fit_links:
-            x0 += [math.log(self.bandwidth), math.log(self.latency)]
+        x0 += [math.log(value) for value, _ in self._transfer_values()]
         return np.array(x0, dtype=float)
 
-    def unpack(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float]:
-        """(scale, overhead, bandwidth, latency) at ``x``: the free ones from it (clipped to their
-        bounds), the others as given."""
+    def unpack(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, float, float, HostTransfer | None]:
+        """(scale, overhead, bandwidth, latency, host transfer) at ``x``: the free ones from it
+        (clipped to their bounds), the others as given."""
         n_types = self.scale.size
         k = 0
         scale, over = self.scale.copy(), self.overhead.copy()
@@ -120,11 +141,14 @@ class _Parameters:
         if self.fit_overhead:
             over = np.exp(np.clip(x[k:k + n_types], *map(math.log, _OVERHEAD_RANGE_S)))
             k += n_types
-        bw, lat = self.bandwidth, self.latency
-        if self.fit_links:
-            bw = math.exp(min(max(x[k], math.log(_BANDWIDTH_RANGE[0])), math.log(_BANDWIDTH_RANGE[1])))
-            lat = math.exp(min(max(x[k + 1], math.log(_LATENCY_RANGE_S[0])), math.log(_LATENCY_RANGE_S[1])))
-        return scale, over, bw, lat
+        values = [math.exp(min(max(x[k + j], math.log(low)), math.log(high)))
+                  for j, (_, (low, high)) in enumerate(self._transfer_values())]
+        if not values:
+            return scale, over, self.bandwidth, self.latency, self.host
+        if self.host is None:
+            return scale, over, values[0], values[1], None
+        bandwidth = values[2] if self.fit_host_bandwidth else self.host.bandwidth
+        return scale, over, self.bandwidth, values[0], HostTransfer(values[1], bandwidth)
 
 
 def _starting_point(cluster: Cluster, types: np.ndarray, start: tuple[np.ndarray, float, float] | None,
@@ -177,8 +201,8 @@ class _Objective:
 
     def __call__(self, x: np.ndarray) -> float:
         self.evaluations += 1
-        scale, over, bw, lat = self.parameters.unpack(x)
-        cluster = with_link(self.cluster, bw, lat)
+        scale, over, bw, lat, host = self.parameters.unpack(x)
+        cluster = dataclasses.replace(with_link(self.cluster, bw, lat), host_transfer=host)
         errors = []
         for data in self.datasets:
             seconds = data.base_seconds * scale[self.types][None, :] + over[self.types][None, :]
@@ -227,7 +251,8 @@ def fit_simulator(graph: OpGraph, cluster: Cluster, base_seconds: np.ndarray, pl
                   fit_links: bool = True, overhead0: float = 2e-6,
                   start: tuple[np.ndarray, float, float] | None = None, max_evaluations: int = 300,
                   grid_points: int = 48, restarts: int = 3) -> FitResult:
-    """Fit the op-cost scale and per-op overhead per device type and one link (bandwidth, latency).
+    """Fit the op-cost scale and per-op overhead per device type and one link (bandwidth, latency;
+    on a cluster with a host transfer: latency and the host transfer's two parameters).
 
     ``base_seconds`` [n_ops, n_devices]: op costs at scale 1 without overhead (``overhead0``: the
     overhead to start from, or to keep when ``fit_overhead=False``). Minimises the mean squared
@@ -243,22 +268,29 @@ def fit_simulator(graph: OpGraph, cluster: Cluster, base_seconds: np.ndarray, pl
 def fit_datasets(datasets: list[Dataset], cluster: Cluster, *, fit_scale: bool = True, fit_overhead: bool = True,
                  fit_links: bool = True, overhead0: float = 2e-6,
                  start: tuple[np.ndarray, float, float] | None = None, max_evaluations: int = 300,
-                 grid_points: int = 48, restarts: int = 3) -> FitResult:
+                 grid_points: int = 48, restarts: int = 3, host_bandwidth: float | None = None) -> FitResult:
     """:func:`fit_simulator` on the measured placements of several graphs at once (one set of
     parameters for all): the loss pools every placement of every dataset. Graphs whose step times
     are mostly per-op overhead and graphs whose step times are mostly compute or transfers then pin
-    down different parameters, which one graph alone cannot tell apart."""
+    down different parameters, which one graph alone cannot tell apart.
+
+    ``host_bandwidth``: on a cluster with a host transfer, its bandwidth measured elsewhere (e.g.
+    :func:`host_bandwidth_from_links`, from large tensors alone) and kept, not fitted."""
     if not datasets:
         raise ValueError("fit_datasets needs at least one Dataset")
     types = device_types(cluster)
+    host = cluster.host_transfer
+    if host is not None and host_bandwidth is not None:
+        host = HostTransfer(host.per_tensor_s, host_bandwidth)
     parameters = _Parameters(*_starting_point(cluster, types, start, overhead0), fit_scale=fit_scale,
-                             fit_overhead=fit_overhead, fit_links=fit_links)
+                             fit_overhead=fit_overhead, fit_links=fit_links, host=host,
+                             fit_host_bandwidth=host_bandwidth is None)
     objective = _Objective(list(datasets), cluster, types, parameters)
     x0 = parameters.pack()
-    if x0.size == 0:
-        loss = objective(x0)
-        return FitResult(parameters.scale[types], parameters.overhead[types], parameters.bandwidth,
-                         parameters.latency, loss, objective.evaluations)
-    best_x, best_loss = _search(objective, x0, grid_points, restarts, max_evaluations)
-    scale, over, bw, lat = parameters.unpack(best_x)
-    return FitResult(scale[types], over[types], float(bw), float(lat), best_loss, objective.evaluations)
+    best_x, best_loss = x0, None
+    if x0.size:
+        best_x, best_loss = _search(objective, x0, grid_points, restarts, max_evaluations)
+    else:
+        best_loss = objective(x0)
+    scale, over, bw, lat, host = parameters.unpack(best_x)
+    return FitResult(scale[types], over[types], float(bw), float(lat), best_loss, objective.evaluations, host)

@@ -84,6 +84,8 @@ class Calibration:
             f"  link                    {fit.bandwidth / 1e6:.1f} MB/s, {fit.latency * 1e6:.1f} us"
             f" (was {np.median(self.original.bandwidth[off]) / 1e6:.1f} MB/s, "
             f"{np.median(self.original.latency[off]) * 1e6:.1f} us)" if off.any() else "",
+            f"  host transfer           {fit.host_transfer.per_tensor_s * 1e6:.1f} us + bytes at "
+            f"{fit.host_transfer.bandwidth / 1e9:.3g} GB/s of CPU at each end" if fit.host_transfer is not None else "",
             _fidelity_row("before calibration", self.before),
             _fidelity_row("after (in-sample)", self.after),
         ]
@@ -99,6 +101,7 @@ class Calibration:
             "original_cluster": self.original.to_dict(),
             "fit": {"scale": _floats(self.fit.scale), "overhead_s": _floats(self.fit.overhead),
                     "bandwidth": self.fit.bandwidth, "latency": self.fit.latency,
+                    "host_transfer": None if self.fit.host_transfer is None else self.fit.host_transfer.to_dict(),
                     "loss": self.fit.loss, "evaluations": self.fit.evaluations},
             "costs_source": self.base_costs.source,
             "costs_n_unreported": self.base_costs.n_unreported,
@@ -154,7 +157,7 @@ def fit_and_report(graph: OpGraph, cluster: Cluster, base: OpCosts, placements: 
 
     heldout, folds = kfold_predictions(len(measured), folds, seed, predict_heldout)
     calibrated = calibrated_cluster(cluster, speed_scale(graph, cluster, base, raw, fit), fit.bandwidth, fit.latency,
-                                    fit.overhead)
+                                    fit.overhead, fit.host_transfer)
     return Calibration(
         graph_name=graph.name, cluster=calibrated, original=cluster,
         costs=OpCosts(fitted_costs(raw, fit), source=f"{base.source}, calibrated x{np.array2string(fit.scale, precision=3)}",

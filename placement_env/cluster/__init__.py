@@ -7,6 +7,7 @@ and never touches the network; ``cluster_from_spec`` builds one from a running T
 - ``checks``: value rules and their error messages, shared by the others;
 - ``device``: ``Device``, one device's record and field rules;
 - ``model``: ``Cluster``, the immutable devices + link matrices and their array views;
+- ``host_transfer``: ``HostTransfer``, the CPU work of a transfer between worker processes;
 - ``topology``: ``Topology`` and ``Link``, the interconnect (switches, full-duplex links, routes);
 - ``schema``: the JSON form (validation, ``topology`` or ``default_link`` + ``links``, files);
 - ``hardware``: units and hardware figures shared by presets and probing;
@@ -18,11 +19,12 @@ and never touches the network; ``cluster_from_spec`` builds one from a running T
 from __future__ import annotations
 
 from .device import Device
+from .host_transfer import HostTransfer
 from .load import load_cluster
 from .model import Cluster, topology_cluster
 from .presets import MAX_LOCAL_WORKERS, PRESETS, local_cluster, preset_names
 from .probe import cluster_from_spec
 from .topology import Link, Topology
 
-__all__ = ["Cluster", "Device", "Link", "Topology", "topology_cluster", "load_cluster", "cluster_from_spec", "PRESETS", "preset_names", "local_cluster",
+__all__ = ["Cluster", "Device", "HostTransfer", "Link", "Topology", "topology_cluster", "load_cluster", "cluster_from_spec", "PRESETS", "preset_names", "local_cluster",
            "MAX_LOCAL_WORKERS"]

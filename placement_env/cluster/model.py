@@ -3,7 +3,8 @@
 A cluster is a tuple of ``Device`` records plus two n x n link matrices (bandwidth in bytes/s
 per direction, latency in seconds) and, optionally, the interconnect ``Topology`` those matrices
 come from (then transfers that share a port or a switch link share its bandwidth; see
-``topology``), and a fixed cost per cross-device tensor (``transfer_overhead_s``). Simulators read it through read-only numpy arrays; it is
+``topology``), a fixed cost per cross-device tensor (``transfer_overhead_s``) and, for CPU worker
+processes, the CPU work each end of a transfer costs (``host_transfer``, see ``host_transfer``). Simulators read it through read-only numpy arrays; it is
 validated once, when built, so everything downstream can trust it. Its JSON form lives in
 ``schema``; the methods here that read or write JSON call it.
 """
@@ -26,6 +27,7 @@ from ..opgraph import DEVICE_KINDS  # index = value in Cluster.kinds
 from . import schema
 from .checks import BANDWIDTH_RULE, bad, is_int, nonempty_str, positive, remote_jobs, seconds, show
 from .device import Device, check_unique
+from .host_transfer import HostTransfer, check_host_transfer
 from .topology import Routes, Topology, pairwise_routes
 
 
@@ -60,6 +62,9 @@ class Cluster:
     # inputs becomes a temporary variable that each input is added into, so the inputs need not
     # all be alive at once). The ideal presets keep every input of a sum until the sum runs.
     accumulate_sums: bool = False
+    # CPU work on both ends of every cross-device tensor, as between TF worker processes over
+    # loopback gRPC (None: transfers cost the devices nothing, as a GPU's copy engines).
+    host_transfer: HostTransfer | None = None
 
     def __post_init__(self) -> None:
         nonempty_str(self.name, "name")
@@ -98,6 +103,7 @@ class Cluster:
         if not isinstance(self.accumulate_sums, (bool, np.bool_)):
             raise bad("accumulate_sums", self.accumulate_sums, "true or false")
         object.__setattr__(self, "accumulate_sums", bool(self.accumulate_sums))
+        check_host_transfer(self.host_transfer, [d.kind for d in devices], [d.name for d in devices])
         if self.topology is not None:
             self._check_topology()
 
@@ -124,18 +130,20 @@ class Cluster:
                 and self.topology == other.topology
                 and self.transfer_overhead_s == other.transfer_overhead_s
                 and self.buffer_forwarding == other.buffer_forwarding
-                and self.accumulate_sums == other.accumulate_sums)
+                and self.accumulate_sums == other.accumulate_sums
+                and self.host_transfer == other.host_transfer)
 
     def __hash__(self) -> int:
         return hash((self.name, self.devices, self.local_workers, self.remote_target,
                      tuple(sorted(self.remote_jobs.items())), self.bandwidth.tobytes(), self.latency.tobytes(),
-                     self.topology, self.transfer_overhead_s, self.buffer_forwarding, self.accumulate_sums))
+                     self.topology, self.transfer_overhead_s, self.buffer_forwarding, self.accumulate_sums,
+                     self.host_transfer))
 
     def __reduce__(self) -> tuple:
         # Rebuild through __init__ so an unpickled cluster is validated and its arrays read-only.
         return (Cluster, (self.name, self.devices, self.bandwidth, self.latency, self.local_workers,
                           self.remote_target, dict(self.remote_jobs), self.topology, self.transfer_overhead_s,
-                          self.buffer_forwarding, self.accumulate_sums))
+                          self.buffer_forwarding, self.accumulate_sums, self.host_transfer))
 
     # -- array views for simulators ---------------------------------------------------------
 
@@ -256,6 +264,9 @@ class Cluster:
                     groups.setdefault(key, []).append(f"{self.devices[i].name}->{self.devices[j].name}")
         if self.transfer_overhead_s:
             lines.append(f"  fixed cost per cross-device tensor: {self.transfer_overhead_s * 1e6:.1f} us")
+        if self.host_transfer is not None:
+            lines.append(f"  each end of a cross-device tensor: {self.host_transfer.per_tensor_s * 1e6:.1f} us + bytes at "
+                         f"{self.host_transfer.bandwidth / 1e9:.3g} GB/s of its CPU (host transfer)")
         if self.buffer_forwarding:
             lines.append("  views and variable reads share their input's buffer (TF's buffer forwarding)")
         if self.accumulate_sums:

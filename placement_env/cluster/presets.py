@@ -12,6 +12,7 @@ from types import MappingProxyType
 
 from .checks import bad, is_int
 from .device import Device
+from .host_transfer import HostTransfer
 from .hardware import CPU_OP_OVERHEAD_S, GB, GIB, GPU_OP_OVERHEAD_S, PCIE3
 from .k80 import k80_machine
 from .model import Cluster, linked_cluster
@@ -134,7 +135,8 @@ def _host_memory_bytes() -> int:
 def local_cluster(n: int) -> Cluster:
     """``n`` real local TF worker processes, one CPU device each, one intra- and inter-op thread.
 
-    Speeds and the loopback link are conservative constants that calibration replaces later.
+    Speeds, the loopback link and the CPU cost of a transfer are conservative constants that
+    calibration replaces later.
     """
     if not is_int(n) or not 1 <= n <= MAX_LOCAL_WORKERS:
         raise bad("n", n, f"an integer from 1 to {MAX_LOCAL_WORKERS} (one TF server process each)")
@@ -148,8 +150,13 @@ def local_cluster(n: int) -> Cluster:
         tf_device=f"/job:worker/replica:0/task:{i}/device:CPU:0",
         op_overhead_s=CPU_OP_OVERHEAD_S,  # calibrated later
     ) for i in range(n)]
-    # Tensors between workers go over loopback gRPC: ~1 GB/s and ~100 us per transfer; calibrated later.
-    return linked_cluster(f"local:{n}", workers, lambda a, b: (1.0 * GB, 100e-6), local_workers=n)
+    # Tensors between workers go over loopback gRPC, about 1 GB/s and 100-200 us per tensor end to
+    # end (orders of magnitude; calibration replaces them). Copying is the workers' own CPU work
+    # (see host_transfer.py): each end spends 50 us + bytes at 2 GB/s of its one thread, and the
+    # link only waits for the RPC's round trip (50 us); its bandwidth is loopback's, which adds no
+    # per-byte cost of its own (1 TB/s, effectively free).
+    return linked_cluster(f"local:{n}", workers, lambda a, b: (1e12, 50e-6), local_workers=n,
+                          host_transfer=HostTransfer(per_tensor_s=50e-6, bandwidth=2.0 * GB))
 
 
 PRESETS: Mapping[str, Callable[[], Cluster]] = MappingProxyType({

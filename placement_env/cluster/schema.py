@@ -3,7 +3,8 @@
 A cluster is written as its devices plus either a ``topology`` (switches and full-duplex links,
 from which every pair's route follows) or a ``default_link`` (the most common bandwidth and
 latency) with ``links`` overrides per pair, so a file stays short and readable; reading it back
-gives an equal cluster. ``transfer_overhead_s`` is the fixed cost per cross-device tensor. Every problem is a ``ClusterConfigError`` that names the key, the value
+gives an equal cluster. ``transfer_overhead_s`` is the fixed cost per cross-device tensor;
+``host_transfer`` (``{"per_tensor_s": ..., "bandwidth": ...}``) the CPU work on each end of one. Every problem is a ``ClusterConfigError`` that names the key, the value
 and the rule (``links[0].dst = "gpu:7": must be the name of a device of this cluster: ...``).
 ``Cluster.to_dict/from_dict/to_json/from_json/save/load_json`` call the functions here.
 """
@@ -23,6 +24,7 @@ from ..errors import ClusterConfigError
 from ..opgraph import DEVICE_KINDS
 from .checks import BANDWIDTH_RULE, bad, nonempty_str, positive, seconds, show
 from .device import FRACTIONS, Device, check_unique, device_fields
+from .host_transfer import HostTransfer
 from .topology import Link as TopologyLink
 from .topology import Topology
 
@@ -34,7 +36,7 @@ C = TypeVar("C", bound="Cluster")
 DEVICE_REQUIRED = ("name", "kind", "peak_flops", "memory_bandwidth", "memory_bytes", "concurrency")
 DEVICE_OPTIONAL = ("tf_device", "op_overhead_s", *FRACTIONS)
 CLUSTER_REQUIRED = ("name", "devices")
-CLUSTER_OPTIONAL = ("default_link", "links", "topology", "transfer_overhead_s", "buffer_forwarding", "accumulate_sums", "local_workers",
+CLUSTER_OPTIONAL = ("default_link", "links", "topology", "transfer_overhead_s", "buffer_forwarding", "accumulate_sums", "host_transfer", "local_workers",
                     "remote_target", "remote_jobs")
 TOPOLOGY_REQUIRED = ("links",)
 TOPOLOGY_OPTIONAL = ("switches",)
@@ -93,6 +95,8 @@ def to_dict(cluster: Cluster) -> dict[str, Any]:
         out["buffer_forwarding"] = True
     if cluster.accumulate_sums:
         out["accumulate_sums"] = True
+    if cluster.host_transfer is not None:
+        out["host_transfer"] = cluster.host_transfer.to_dict()
     if cluster.topology is not None:
         out["topology"] = {
             "switches": list(cluster.topology.switches),
@@ -161,7 +165,8 @@ def from_dict(cls: type[C], data: Mapping[str, Any]) -> C:
                remote_jobs=data.get("remote_jobs", {}), topology=topology,
                transfer_overhead_s=data.get("transfer_overhead_s", 0.0),
                buffer_forwarding=data.get("buffer_forwarding", False),
-               accumulate_sums=data.get("accumulate_sums", False))
+               accumulate_sums=data.get("accumulate_sums", False),
+               host_transfer=HostTransfer.from_dict(data["host_transfer"]) if "host_transfer" in data else None)
 
 
 def _topology(data: dict) -> Topology | None:

@@ -23,6 +23,14 @@ Semantics (one training step):
   direction queue, a fast link shared by slower transfers delays them only by its own short
   service, and opposite directions never interfere. Transfers overlap compute. A cross-device control edge costs the
   fixed overhead and the latency and occupies no link. Same-device edges are free.
+* On a cluster with a ``host_transfer`` (CPU worker processes over loopback gRPC, see
+  :mod:`placement_env.cluster.host_transfer`) a data transfer is also CPU work at both ends: a send
+  task of ``per_tensor_s + bytes / bandwidth`` on a lane of its source device when its producer
+  ends, then the route as above, then a receive task of the same length on a lane of its
+  destination, after which its consumers have it. Tasks start before waiting ops (oldest transfer
+  first); on a shared device a task takes the service that lasts that long alone. So a worker's
+  sends queue behind each other and delay its next op, and a busy receiver decodes late. The
+  schedule's transfer end is then the end of the receive task. Control edges pay no such task.
 * Memory per device: persistent bytes of the ops placed there for the whole step; each output is
   allocated on its producer's device from the producer's start until the end of its last consumer
   on that device and the end of its last outbound transfer (an output nobody consumes: until its
@@ -105,6 +113,10 @@ class SimulationPlan:
         self.res_bandwidth = np.ascontiguousarray(routes.resource_bandwidth, dtype=np.float64)
         self.res_latency = np.ascontiguousarray(routes.resource_latency, dtype=np.float64)
         self.transfer_overhead = float(cluster.transfer_overhead_s)
+        host = cluster.host_transfer
+        self.host_on = host is not None
+        self.host_fixed = host.per_tensor_s if host is not None else 0.0
+        self.host_per_byte = 1.0 / host.bandwidth if host is not None else 0.0
         self.capacity = cluster.memory_bytes.astype(np.int64)
         self.is_sum = self._sums(graph) if cluster.accumulate_sums else np.zeros(n, np.bool_)
 
@@ -141,7 +153,7 @@ class SimulationPlan:
                 self.in_edges, self.output_ptr, self.output_bytes, self.forward_edge, self.out_forward_edge,
                 self.persistent, self.concurrency, self.op_share,
                 self.latency, self.route_ptr, self.route_res, self.res_bandwidth, self.res_latency,
-                self.transfer_overhead, self.is_sum)
+                self.transfer_overhead, self.host_on, self.host_fixed, self.host_per_byte, self.is_sum)
 
     # ---- results ----
     def _no_kernel(self, placement: np.ndarray, bad: np.ndarray) -> Measurement:

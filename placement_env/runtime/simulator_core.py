@@ -14,73 +14,16 @@ import numpy as np
 from numba import njit
 
 from .heaps import ev_pop, ev_push, int_pop, int_push
+from .simulator_events import (EV_CONTROL, EV_OP, EV_TRANSFER, EV_TRANSFER_START, add_in, deliver, note, release,
+                               send)
 
 __all__ = ["accumulating_devices", "simulate_core", "simulate_many"]
 
-# Event kinds, in the order events of one instant are processed.
-_EV_OP = 0
-_EV_TRANSFER = 1
-_EV_CONTROL = 2
-_EV_TRANSFER_START = 3  # a queued transfer reaches the head of its link: its copy is allocated
 _TIE_REL = 1e-12  # relative tolerance for simultaneous completions on a shared device
 
 
 # ---------------------------------------------------------------------------------------------
 # The compiled core.
-
-
-@njit(cache=True, inline="always")
-def _note(record, mem_time, mem_trace, n_notes, now, mem, change):
-    """With ``record``, append the bytes in use after a non-zero change at ``now``; the new count."""
-    if record and change != 0:
-        mem_time[n_notes] = now
-        mem_trace[n_notes] = mem
-        return n_notes + 1
-    return n_notes
-
-
-@njit(cache=True)
-def _release(e, d, edge_gout, edge_tid, out_refs, t_refs, output_bytes, t_bytes, out_forward_edge, mem, record,
-             mem_time, mem_trace, n_notes, now):
-    """A consumer on device ``d`` is done with in-edge ``e``'s buffer: drop one reference to it and
-    free it on ``d`` when none is left. A freed output that forwards its input's buffer (an alias)
-    then releases that buffer in turn. Returns the memory timeline's new length."""
-    while e >= 0:
-        o = edge_gout[e]
-        tid = edge_tid[e]
-        e = -1
-        if tid < 0:
-            out_refs[o] -= 1
-            if out_refs[o] == 0:
-                mem[d] -= output_bytes[o]
-                n_notes = _note(record, mem_time, mem_trace, n_notes, now, mem, output_bytes[o])
-                e = out_forward_edge[o]
-        else:
-            t_refs[tid] -= 1
-            if t_refs[tid] == 0:
-                mem[d] -= t_bytes[tid]
-                n_notes = _note(record, mem_time, mem_trace, n_notes, now, mem, t_bytes[tid])
-    return n_notes
-
-
-@njit(cache=True)
-def _add_in(e, j, d, early, sum_allocated, output_ptr, output_bytes, edge_gout, edge_tid, out_refs, t_refs, t_bytes,
-            out_forward_edge, mem, peak, record, mem_time, mem_trace, n_notes, now):
-    """Data in-edge ``e`` of the accumulating sum ``j`` on device ``d`` has arrived: allocate the
-    sum's output if this is its first input, add the input in and free it. Returns the timeline's length."""
-    if not sum_allocated[j]:
-        sum_allocated[j] = True
-        alloc = 0
-        for o in range(output_ptr[j], output_ptr[j + 1]):
-            alloc += output_bytes[o]
-        if alloc > 0:
-            mem[d] += alloc
-            if mem[d] > peak[d]:
-                peak[d] = mem[d]
-            n_notes = _note(record, mem_time, mem_trace, n_notes, now, mem, alloc)
-    early[e] = True
-    return _release(e, d, edge_gout, edge_tid, out_refs, t_refs, output_bytes, t_bytes, out_forward_edge, mem,
-                    record, mem_time, mem_trace, n_notes, now)
 
 
 @njit(cache=True, inline="always")
@@ -103,12 +46,19 @@ def _real_time(service, k, share):
 @njit(cache=True)
 def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
                   output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency, op_share,
-                  latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, is_sum,
-                  accumulating, record):
+                  latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, host_on,
+                  host_fixed, host_per_byte, is_sum, accumulating, record):
     """One step of the placement ``dev`` (device per op); see the simulated runtime's module docstring.
 
     A sum (``is_sum``) placed on a device with ``accumulating`` true allocates its output when its
     first data input arrives and frees each input as soon as it arrives (it is added in at once).
+
+    With ``host_on``, every transfer is also CPU work on both ends: a send task on its source
+    device before the interconnect and a receive task on its destination after it, each
+    ``host_fixed + bytes * host_per_byte`` seconds of one lane. Tasks wait in the devices' ready
+    lists as negative codes ``2 * tid + end - n_tasks`` (end 0: send, 1: receive), so a device starts
+    its waiting tasks, oldest transfer first, before its waiting ops (TF encodes a tensor in the
+    thread of the ``_Send`` that produced it, and decodes it as soon as the RPC's response is in).
 
     Returns (makespan, peak, busy, bytes_moved, ops started, op_start, op_end, then per transfer its
     source op, output, source device, destination device, start, end and bytes, then the memory
@@ -118,6 +68,7 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
     m = edge_dst.shape[0]
     n_dev = concurrency.shape[0]
     n_out = output_bytes.shape[0]
+    n_tasks = 2 * m if host_on else 0  # codes of the host transfers' send and receive tasks
 
     # ---- per-placement preparation: transfers, reference counts, in-degrees ----
     tid_of = np.full(n_out * n_dev, -1, np.int64)  # (output, dst device) -> transfer id
@@ -194,8 +145,8 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
             n_shared += 1
             if concurrency[d] > max_conc:
                 max_conc = concurrency[d]
-    if max_conc > n:
-        max_conc = n + 1
+    if max_conc > n + n_tasks:
+        max_conc = n + n_tasks + 1
     v_clock = np.zeros(n_dev)
     v_time = np.zeros(n_dev)  # real time at which v_clock was last brought up to date
     active = np.zeros(n_dev, np.int64)
@@ -203,16 +154,16 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
     act_vals = np.empty((n_dev, max_conc), np.int64)
     next_done = np.full(n_dev, np.inf)
     busy_since = np.zeros(n_dev)
-    done = np.empty(n + 1, np.int64)  # the ops that end at the current instant
-    ready = np.empty((n_dev, n), np.int64)
+    done = np.empty(n + n_tasks + 1, np.int64)  # the ops (and tasks) that end at the current instant
+    ready = np.empty((n_dev, n + n_tasks), np.int64)
     ready_size = np.zeros(n_dev, np.int64)
     for i in range(n):
         if remaining[i] == 0:
             d = dev[i]
             ready_size[d] = int_push(ready[d], ready_size[d], i)
-    cap = n + m + 1
-    ev_keys = np.empty(n + 2 * m + 1)
-    ev_vals = np.empty(n + 2 * m + 1, np.int64)
+    cap = n + 2 * m + 1  # event value = kind * cap + index (an op, a task as n + its code + n_tasks, an edge)
+    ev_keys = np.empty(n + 2 * m + n_tasks + 1)
+    ev_vals = np.empty(n + 2 * m + n_tasks + 1, np.int64)
     n_ev = 0
     res_free = np.zeros(res_bandwidth.shape[0])  # when each directed link of the interconnect is next free
     op_start = np.full(n, np.nan)
@@ -240,6 +191,14 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                 i = ready[d, 0]
                 ready_size[d] = int_pop(ready[d], ready_size[d])
                 free_lanes[d] -= 1
+                if i < 0:  # a host transfer's send or receive task: one thread's work
+                    dur = host_fixed + t_bytes[(i + n_tasks) >> 1] * host_per_byte
+                    if is_shared:  # whole-device service that takes `dur` alone
+                        active[d] = ev_push(act_keys[d], act_vals[d], active[d], v_clock[d] + dur * op_share[d], i)
+                    else:
+                        busy[d] += dur
+                        n_ev = ev_push(ev_keys, ev_vals, n_ev, now + dur, EV_OP * cap + n + n_tasks + i)
+                    continue
                 started += 1
                 dur = op_seconds[i, d]
                 op_start[i] = now
@@ -251,12 +210,12 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                     mem[d] += alloc
                     if mem[d] > peak[d]:
                         peak[d] = mem[d]
-                    n_notes = _note(record, mem_time, mem_trace, n_notes, now, mem, alloc)
+                    n_notes = note(record, mem_time, mem_trace, n_notes, now, mem, alloc)
                 if is_shared:
                     active[d] = ev_push(act_keys[d], act_vals[d], active[d], v_clock[d] + dur, i)
                 else:
                     busy[d] += dur
-                    n_ev = ev_push(ev_keys, ev_vals, n_ev, now + dur, _EV_OP * cap + i)
+                    n_ev = ev_push(ev_keys, ev_vals, n_ev, now + dur, EV_OP * cap + i)
             if is_shared:  # the device's next completion in real time
                 t_done = now + _real_time(act_keys[d, 0] - v_clock[d], active[d], op_share[d])
                 next_done[d] = t_done if t_done > now else now
@@ -272,7 +231,7 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
         # index order)
         n_done = 0
         while n_ev > 0 and ev_keys[0] == now and ev_vals[0] < cap:
-            done[n_done] = ev_vals[0]  # _EV_OP == 0: the value is the op index
+            done[n_done] = ev_vals[0] if ev_vals[0] < n else ev_vals[0] - n - n_tasks  # EV_OP == 0
             n_done += 1
             n_ev = ev_pop(ev_keys, ev_vals, n_ev)
         for s in range(n_shared):
@@ -302,6 +261,22 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                 busy[d] += now - busy_since[d]
         for f in range(n_done):
             i = done[f]
+            if i < 0:  # a host transfer's task: a send goes onto the interconnect, a receive delivers
+                tid = (i + n_tasks) >> 1
+                if (i + n_tasks) & 1 == 0:
+                    free_lanes[t_sdev[tid]] += 1
+                    bytes_moved += t_bytes[tid]
+                    n_ev, n_notes = send(tid, now + transfer_overhead, route_ptr, route_res, res_free, res_latency,
+                                          res_bandwidth, t_sdev, t_ddev, t_bytes, t_start, t_end, mem, peak, record,
+                                          mem_time, mem_trace, n_notes, ev_keys, ev_vals, n_ev, cap, now)
+                else:
+                    free_lanes[t_ddev[tid]] += 1
+                    t_end[tid] = now
+                    n_notes = deliver(tid, t_head, e_next, edge_dst, dev, remaining, ready, ready_size, is_sum,
+                                       accumulating, early, sum_allocated, output_ptr, output_bytes, edge_gout,
+                                       edge_tid, out_refs, t_refs, t_bytes, out_forward_edge, mem, peak, record,
+                                       mem_time, mem_trace, n_notes, now)
+                continue
             di = dev[i]
             op_end[i] = now
             if now > makespan:
@@ -311,14 +286,14 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
             for k in range(in_ptr[i], in_ptr[i + 1]):
                 e = in_edges[k]
                 if edge_gout[e] >= 0 and e != forward_edge[i] and not early[e]:
-                    n_notes = _release(e, di, edge_gout, edge_tid, out_refs, t_refs, output_bytes, t_bytes,
+                    n_notes = release(e, di, edge_gout, edge_tid, out_refs, t_refs, output_bytes, t_bytes,
                                        out_forward_edge, mem, record, mem_time, mem_trace, n_notes, now)
             # outputs nobody consumes
             for o in range(output_ptr[i], output_ptr[i + 1]):
                 if out_refs[o] == 0:
                     mem[di] -= output_bytes[o]
-                    n_notes = _note(record, mem_time, mem_trace, n_notes, now, mem, output_bytes[o])
-                    n_notes = _release(out_forward_edge[o], di, edge_gout, edge_tid, out_refs, t_refs, output_bytes,
+                    n_notes = note(record, mem_time, mem_trace, n_notes, now, mem, output_bytes[o])
+                    n_notes = release(out_forward_edge[o], di, edge_gout, edge_tid, out_refs, t_refs, output_bytes,
                                        t_bytes, out_forward_edge, mem, record, mem_time, mem_trace, n_notes, now)
             # successors: local ones and control edges; data transfers below
             for e in range(out_ptr[i], out_ptr[i + 1]):
@@ -329,75 +304,50 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                     if remaining[j] == 0:
                         ready_size[dj] = int_push(ready[dj], ready_size[dj], j)
                     if edge_gout[e] >= 0 and is_sum[j] and accumulating[dj]:
-                        n_notes = _add_in(e, j, dj, early, sum_allocated, output_ptr, output_bytes, edge_gout,
+                        n_notes = add_in(e, j, dj, early, sum_allocated, output_ptr, output_bytes, edge_gout,
                                           edge_tid, out_refs, t_refs, t_bytes, out_forward_edge, mem, peak, record,
                                           mem_time, mem_trace, n_notes, now)
                 elif edge_gout[e] < 0:
                     n_ev = ev_push(ev_keys, ev_vals, n_ev, now + transfer_overhead + latency[di, dj],
-                                    _EV_CONTROL * cap + e)
+                                    EV_CONTROL * cap + e)
             for tid in range(t_ptr[i], t_ptr[i + 1]):
-                dj = t_ddev[tid]
-                # After the fixed overhead, the copy streams through every directed link of its
-                # route at once; each link serves its transfers FIFO, each for latency + bytes /
-                # bandwidth. It starts once all its links have begun and ends when the last is done.
-                pair = di * n_dev + dj
-                ready_at = now + transfer_overhead
-                start = ready_at
-                end = ready_at
-                for k in range(route_ptr[pair], route_ptr[pair + 1]):
-                    r = route_res[k]
-                    begin = res_free[r] if res_free[r] > ready_at else ready_at
-                    finish = begin + res_latency[r] + t_bytes[tid] / res_bandwidth[r]
-                    res_free[r] = finish
-                    if begin > start:
-                        start = begin
-                    if finish > end:
-                        end = finish
-                t_start[tid] = start
-                t_end[tid] = end
+                if host_on:  # first the sender encodes it (a task on its device)
+                    ready_size[di] = int_push(ready[di], ready_size[di], 2 * tid - n_tasks)
+                    continue
                 bytes_moved += t_bytes[tid]
-                if start == now:  # the received copy lives from the transfer's start
-                    mem[dj] += t_bytes[tid]
-                    if mem[dj] > peak[dj]:
-                        peak[dj] = mem[dj]
-                    n_notes = _note(record, mem_time, mem_trace, n_notes, now, mem, t_bytes[tid])
-                else:
-                    n_ev = ev_push(ev_keys, ev_vals, n_ev, start, _EV_TRANSFER_START * cap + tid)
-                n_ev = ev_push(ev_keys, ev_vals, n_ev, end, _EV_TRANSFER * cap + tid)
+                n_ev, n_notes = send(tid, now + transfer_overhead, route_ptr, route_res, res_free, res_latency,
+                                      res_bandwidth, t_sdev, t_ddev, t_bytes, t_start, t_end, mem, peak, record,
+                                      mem_time, mem_trace, n_notes, ev_keys, ev_vals, n_ev, cap, now)
         # the other events of this instant
         while n_ev > 0 and ev_keys[0] == now:
             code = ev_vals[0]
             n_ev = ev_pop(ev_keys, ev_vals, n_ev)
             kind = code // cap
             idx = code - kind * cap
-            if kind == _EV_TRANSFER:
+            if kind == EV_TRANSFER:
                 tid = idx
                 o = t_out[tid]
                 out_refs[o] -= 1
                 if out_refs[o] == 0:
                     mem[t_sdev[tid]] -= output_bytes[o]
-                    n_notes = _note(record, mem_time, mem_trace, n_notes, now, mem, output_bytes[o])
-                    n_notes = _release(out_forward_edge[o], t_sdev[tid], edge_gout, edge_tid, out_refs, t_refs,
+                    n_notes = note(record, mem_time, mem_trace, n_notes, now, mem, output_bytes[o])
+                    n_notes = release(out_forward_edge[o], t_sdev[tid], edge_gout, edge_tid, out_refs, t_refs,
                                        output_bytes, t_bytes, out_forward_edge, mem, record, mem_time, mem_trace,
                                        n_notes, now)
-                e = t_head[tid]
-                while e >= 0:
-                    j = edge_dst[e]
-                    dj = dev[j]
-                    remaining[j] -= 1
-                    if remaining[j] == 0:
-                        ready_size[dj] = int_push(ready[dj], ready_size[dj], j)
-                    if is_sum[j] and accumulating[dj]:
-                        n_notes = _add_in(e, j, dj, early, sum_allocated, output_ptr, output_bytes, edge_gout,
-                                          edge_tid, out_refs, t_refs, t_bytes, out_forward_edge, mem, peak, record,
-                                          mem_time, mem_trace, n_notes, now)
-                    e = e_next[e]
-            elif kind == _EV_TRANSFER_START:
+                if host_on:  # then the receiver decodes it (a task on its device)
+                    dj = t_ddev[tid]
+                    ready_size[dj] = int_push(ready[dj], ready_size[dj], 2 * tid + 1 - n_tasks)
+                else:
+                    n_notes = deliver(tid, t_head, e_next, edge_dst, dev, remaining, ready, ready_size, is_sum,
+                                       accumulating, early, sum_allocated, output_ptr, output_bytes, edge_gout,
+                                       edge_tid, out_refs, t_refs, t_bytes, out_forward_edge, mem, peak, record,
+                                       mem_time, mem_trace, n_notes, now)
+            elif kind == EV_TRANSFER_START:
                 dj = t_ddev[idx]
                 mem[dj] += t_bytes[idx]
                 if mem[dj] > peak[dj]:
                     peak[dj] = mem[dj]
-                n_notes = _note(record, mem_time, mem_trace, n_notes, now, mem, t_bytes[idx])
+                n_notes = note(record, mem_time, mem_trace, n_notes, now, mem, t_bytes[idx])
             else:
                 j = edge_dst[idx]
                 remaining[j] -= 1
@@ -433,7 +383,8 @@ def accumulating_devices(dev, is_sum, peak, capacity):
 @njit(cache=True)
 def simulate_many(placements, group, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
                   output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency, op_share,
-                  latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, is_sum, capacity):
+                  latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed,
+                  host_per_byte, is_sum, capacity):
     """:func:`simulate_core` for every row of ``placements`` (device per group; ``group``: group per op),
     each run a second time with accumulating sums where its first run's peak calls for it.
 
@@ -453,13 +404,13 @@ def simulate_many(placements, group, op_seconds, out_ptr, edge_dst, edge_gout, e
         res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
                             output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency,
                             op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
-                            is_sum, accumulating, False)
+                            host_on, host_fixed, host_per_byte, is_sum, accumulating, False)
         rewrite = accumulating_devices(dev, is_sum, res[1], capacity)
         if rewrite.any():
             res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
                                 output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency,
                                 op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
-                                transfer_overhead, is_sum, rewrite, False)
+                                transfer_overhead, host_on, host_fixed, host_per_byte, is_sum, rewrite, False)
         runtimes[r] = res[0]
         peaks[r] = res[1]
         busys[r] = res[2]
