@@ -16,12 +16,15 @@ from .trainer import Config
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m agents.gnn_placer", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m agents.gnn_placer", description=(
+        "Pre-train the GNN placer across the graphs of a suite: imitate each task's best heuristic, then "
+        "REINFORCE with self-imitation; writes log.csv, learning_curve.png and checkpoint.pt to --out-dir."))
     p.add_argument("--suite", default="generalisation-train", help="the suite to train on (default: %(default)s)")
-    p.add_argument("--minutes", type=positive_float, default=15.0, help="wall-time limit (default: %(default)s)")
+    p.add_argument("--minutes", type=positive_float, default=12.0,
+                   help="wall-time limit, loading the graphs aside (default: %(default)s, as the committed checkpoint)")
     p.add_argument("--budget", type=positive_int, default=None,
                    help="limit on runtime evaluations over all tasks (default: none, --minutes alone)")
-    p.add_argument("--seed", type=non_negative_int, default=0, help="(default: %(default)s)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="network and sampling seed (default: %(default)s)")
     p.add_argument("--out-dir", default=None, help="run folder (default: runs/gnn_placer/<suite>-seed<seed>)")
     p.add_argument("--samples", type=positive_int, default=Config.samples, help="placements per graph and update")
     p.add_argument("--graphs", type=positive_int, default=Config.graphs_per_update, help="graphs per update")

@@ -109,7 +109,7 @@ def summary_ratio(ratios: dict[str, float]) -> float:
     return float(np.exp(np.mean([math.log(min(r, RATIO_CAP)) for r in ratios.values()])))
 
 
-def pretrain(out_dir: Path, *, suite: str = "generalisation-train", minutes: float = 15.0,
+def pretrain(out_dir: Path, *, suite: str = "generalisation-train", minutes: float = 12.0,
              budget: int | None = None, seed: int = 0, config: Config | None = None, imitation_steps: int = 500,
              progress: bool = True, stop: threading.Event | None = None) -> PretrainResult:
     """Train a fresh network across ``suite``'s tasks; write the run folder ``out_dir``."""
