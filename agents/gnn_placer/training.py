@@ -5,8 +5,10 @@ updates and at the end).
 First the network imitates every task's best zero-budget heuristic (:mod:`.imitation`, up to
 ``imitation_steps`` steps). Then each REINFORCE update draws ``graphs_per_update`` tasks of the suite at
 random and takes one :class:`Trainer` step on them (self-imitating each task's best placement so far, which
-starts as its best heuristic's). Every ``GREEDY_EVERY`` updates (and at the end) the greedy placement of every task is measured against
-that task's best zero-budget heuristic (``ZERO_BUDGET_HEURISTICS``, measured once at the start): the log's
+starts as its best heuristic's).
+
+Every ``GREEDY_EVERY`` updates (and at the end) the greedy placement of every task is measured against that
+task's best zero-budget heuristic (``ZERO_BUDGET_HEURISTICS``, measured once at the start): the log's
 ``greedy_ratio`` is the geometric mean over tasks of min(greedy runtime / heuristic, ``RATIO_CAP``), a failed
 placement counting ``RATIO_CAP``. Training stops at ``minutes`` of wall time or ``budget`` evaluations,
 whichever comes first, or after the update in hand when ``stop`` is set (the command line sets it on Ctrl-C
