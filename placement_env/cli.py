@@ -41,10 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     fit.add_argument("--starts", type=int, default=3, help="optimiser starts per fit (default: %(default)s)")
     fit.add_argument("--save", action="store_true", help="store the all-model fit as the K80 machine's parameters")
     run = commands.add_parser("run", help="run placement methods over a benchmark suite into a results file")
-    run.add_argument("--suite", default="tiny", help="paper, tiny or generalisation (default: %(default)s)")
+    run.add_argument("--suite", default="tiny", help="paper, tiny, generalisation, generalisation-train or generalisation-test (default: %(default)s)")
     run.add_argument("--methods", nargs="+", default=["all"],
                      help="built-in method names, 'package.module:callable', or all (default)")
-    run.add_argument("--budget", type=int, default=100, help="runtime evaluations per method and task (default: %(default)s)")
+    run.add_argument("--budget", type=int, default=100, help="runtime evaluations per method and task; 0 for zero-shot methods (default: %(default)s)")
     run.add_argument("--seeds", type=int, nargs="+", default=[0])
     run.add_argument("-o", "--results", default="results.jsonl", help="results file; rerun to resume (default: %(default)s)")
     check = commands.add_parser("validate", help="replay the placements of a results file and flag mismatches")

@@ -57,8 +57,9 @@ def run_suite(suite: str, methods: Sequence[str], results: str | os.PathLike, *,
     """Run every method on every task of ``suite`` for every seed; return the rows written now."""
     tasks = load_suite(suite)
     names = _method_names(methods)
-    if not isinstance(budget, int) or isinstance(budget, bool) or budget < 1:
-        raise ValueError(f"budget={budget!r}; expected a positive number of runtime evaluations")
+    if not isinstance(budget, int) or isinstance(budget, bool) or budget < 0:
+        raise ValueError(f"budget={budget!r}; expected a number of runtime evaluations >= 0 (0: zero-shot, "
+                         f"methods that evaluate nothing)")
     with results_lock(results):
         done = finished_keys(read_rows(results))  # first: a file that is not a results file stays as it is
         drop_torn_tail(results)

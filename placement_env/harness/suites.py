@@ -35,10 +35,24 @@ def _generalisation() -> tuple[Task, ...]:
                       model=f"synthetic:{seed}", gpus=gpus) for seed in range(10) for gpus in (2, 4))
 
 
+# The train / test split of real TF training graphs, on the physically modelled K80 machines: the
+# families differ between the two (LSTMs, Inception and a decoder-only Transformer to learn from;
+# a CNN of another family, an encoder-decoder Transformer and an encoder-only one held out).
+GENERALISATION_TRAIN = (("RNNLM", "rnnlm"), ("NMT", "nmt"), ("Inception-V3", "inception_v3"), ("GPT-2", "gpt2"))
+GENERALISATION_TEST = (("ResNet-50", "resnet50"), ("Transformer", "transformer"), ("BERT", "bert"))
+
+
+def _on_k80(models: tuple[tuple[str, str], ...]) -> tuple[Task, ...]:
+    return tuple(Task(f"{benchmark}-k80-{gpus}gpu", benchmark, f"k80-{gpus}gpu", model=label, gpus=gpus)
+                 for label, benchmark in models for gpus in (2, 4))
+
+
 SUITES = {
     "paper": _paper,  # the paper's table: 3 models x {2, 4} GPUs on the paper's machine
     "tiny": _tiny,  # small graphs, for tests and quick tries
     "generalisation": _generalisation,  # 10 seeded random layered graphs x {2, 4} GPUs
+    "generalisation-train": lambda: _on_k80(GENERALISATION_TRAIN),  # what a generalising placer learns from
+    "generalisation-test": lambda: _on_k80(GENERALISATION_TEST),  # held-out families, placed after training
 }
 
 

@@ -1,0 +1,38 @@
+"""A placer that generalises across graphs: a graph neural network over the group graph, self-attention over
+the groups, and one device choice per group, pre-trained with REINFORCE on several graphs and then used on a
+graph it has never seen, zero-shot or fine-tuned.
+
+Ideas taken (no code) from two successors of the seed paper: Placeto (Addanki et al., NeurIPS 2019) embeds
+the graph with message passing along its edges, in both directions, so that a policy trained on some graphs
+transfers to others; GDP (Zhou et al., "GDP: Generalized Device Placement for Dataflow Graphs", 2019)
+adds attention over all nodes after GraphSAGE-style aggregation, decodes every node's device in one shot,
+and reports that a policy pre-trained on a set of graphs places held-out ones zero-shot and fine-tunes in
+far fewer steps than training from scratch. What is ours: the group graph and features of ``placement_env``,
+memory against one GPU's capacity as an input, device *slots* (device k of the cluster is output k, so one
+network serves 2 and 4 GPUs through the ``allowed`` mask), and the reward scaled per graph.
+
+The modules, in the order they build on each other:
+
+* ``graph_input``: :class:`GraphInput`, the tensors the network reads about one graph on one cluster;
+* ``network``: :class:`GnnPlacerNet`, message passing, self-attention and the masked device logits;
+* ``policy``: sampling, scoring and greedy decoding of placements from the logits;
+* ``rewards``: rewards on one scale for every graph, and per-graph advantages;
+* ``task``: :class:`PlacementTask`, a counted Problem with its input and reward scale;
+* ``trainer``: :class:`Config` and :class:`Trainer`, REINFORCE over several graphs per update;
+* ``checkpoint``: saving and loading the network (plain tensors, ``weights_only`` loading);
+* ``curve``, ``training``: :func:`pretrain` across a suite, with its log, curve and checkpoint;
+* ``harness``: :func:`place_zero_shot`, :func:`place_fine_tune`, the ``method(problem)`` adapters;
+* ``cli``: ``python -m agents.gnn_placer`` (``--help``).
+"""
+from .checkpoint import CHECKPOINT_ENV, PRETRAINED, load_network, save_checkpoint
+from .graph_input import DEVICE_SLOTS, GraphInput, graph_input
+from .harness import place_fine_tune, place_zero_shot
+from .network import GnnPlacerNet
+from .task import PlacementTask, make_task
+from .trainer import Config, Trainer
+
+__all__ = [
+    "CHECKPOINT_ENV", "Config", "DEVICE_SLOTS", "GnnPlacerNet", "GraphInput", "PRETRAINED", "PlacementTask",
+    "Trainer", "graph_input", "load_network", "make_task", "place_fine_tune", "place_zero_shot",
+    "save_checkpoint",
+]

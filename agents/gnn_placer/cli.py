@@ -1,0 +1,74 @@
+"""``python -m agents.gnn_placer``: pre-train the GNN placer across a suite's graphs (default
+``generalisation-train``) and write its run folder (see :mod:`.training`). Bad flags exit 2 naming the flag,
+before anything is built."""
+from __future__ import annotations
+
+import argparse
+import math
+import signal
+import sys
+import threading
+
+from agents.arguments import check_out_dir, non_negative_float, non_negative_int, positive_float, positive_int
+from agents.run_files import run_dir
+
+from .trainer import Config
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m agents.gnn_placer", description=(
+        "Pre-train the GNN placer across the graphs of a suite: imitate each task's best heuristic, then "
+        "REINFORCE with self-imitation; writes log.csv, learning_curve.png and checkpoint.pt to --out-dir."))
+    p.add_argument("--suite", default="generalisation-train", help="the suite to train on (default: %(default)s)")
+    p.add_argument("--minutes", type=positive_float, default=12.0,
+                   help="wall-time limit, loading the graphs aside (default: %(default)s, as the committed checkpoint)")
+    p.add_argument("--budget", type=positive_int, default=None,
+                   help="limit on runtime evaluations over all tasks (default: none, --minutes alone)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="network and sampling seed (default: %(default)s)")
+    p.add_argument("--out-dir", default=None, help="run folder (default: runs/gnn_placer/<suite>-seed<seed>)")
+    p.add_argument("--samples", type=positive_int, default=Config.samples, help="placements per graph and update")
+    p.add_argument("--graphs", type=positive_int, default=Config.graphs_per_update, help="graphs per update")
+    p.add_argument("--lr", type=positive_float, default=Config.lr, help="Adam's learning rate")
+    p.add_argument("--imitation-steps", type=non_negative_int, default=500,
+                   help="steps of the warm start that imitates each task's best heuristic; 0: none (default: %(default)s)")
+    p.add_argument("--entropy", type=non_negative_float, default=Config.entropy, help="entropy bonus")
+    p.add_argument("--threads", type=positive_int, default=1, help="torch threads (default: %(default)s)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from placement_env.harness import SUITES
+
+    p = parser()
+    args = p.parse_args(argv)
+    if args.suite not in SUITES:
+        p.error(f"argument --suite: unknown suite {args.suite!r}; choose from {', '.join(SUITES)}")
+    check_out_dir(p, args)
+    import torch
+
+    from .training import pretrain
+
+    torch.set_num_threads(args.threads)
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):  # stop after the update in hand, then write everything
+        signal.signal(signum, lambda *_: stop.set())
+    out_dir = args.out_dir or run_dir("gnn_placer", args.suite, f"seed{args.seed}")
+    config = Config(samples=args.samples, graphs_per_update=args.graphs, lr=args.lr, entropy=args.entropy)
+    result = pretrain(out_dir, suite=args.suite, minutes=args.minutes, budget=args.budget, seed=args.seed,
+                      config=config, imitation_steps=args.imitation_steps, progress=not args.no_progress,
+                      stop=stop)
+    print(f"imitation: {result.imitation[0]} steps (lowest accuracy {result.imitation[1]:.3f}); "
+          f"{result.updates} updates, {result.evaluations} evaluations, {result.seconds:.0f} s; "
+          f"run folder {result.out_dir}")
+    print("| task | best heuristic | greedy placement vs it |\n|---|---|---|")
+    for task, ratio in result.greedy.items():
+        reference = result.heuristics[task]
+        verdict = "failed" if not math.isfinite(ratio) else f"{ratio:.3f}x"
+        print(f"| {task} | {reference.method} {reference.runtime_s:.4g} s | {verdict} |")
+    return 0
+
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,38 @@
+"""The pre-training learning curve PNG: the samples' mean reward per update and the greedy placements' runtime
+against the best heuristic (geometric mean over the tasks), over evaluations."""
+from __future__ import annotations
+
+import io
+import math
+from pathlib import Path
+from typing import Sequence
+
+from agents.run_files import atomic_write
+
+
+def plot_training(path: Path, rows: Sequence[dict[str, float]], *, title: str = "") -> None:
+    """Write the curve of the log ``rows`` to ``path`` (Agg, no pyplot)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(7, 4.2), dpi=100)
+    FigureCanvasAgg(figure)
+    ax = figure.add_subplot(1, 1, 1)
+    x = [row["evaluations"] for row in rows]
+    ax.plot(x, [row["mean_reward"] for row in rows], lw=0.6, alpha=0.7, label="mean reward of the samples")
+    ax.set_xlabel("runtime evaluations (all tasks)")
+    ax.set_ylabel("reward, -sqrt(runtime / lower bound)")
+    greedy = [(row["evaluations"], row["greedy_ratio"]) for row in rows if math.isfinite(row["greedy_ratio"])]
+    ax2 = ax.twinx()
+    if greedy:
+        ax2.plot(*zip(*greedy), color="C1", lw=1.6, marker=".", label="greedy / best heuristic (geo. mean)")
+    ax2.axhline(1.0, color="C1", ls="--", lw=0.8)
+    ax2.set_ylabel("greedy runtime / best heuristic", color="C1")
+    ax2.set_yscale("log")
+    handles = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
+    ax.legend(handles=handles, fontsize=7, loc="lower right")
+    ax.set_title(title or "GNN placer")
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    atomic_write(path, lambda handle: handle.write(buffer.getvalue()), binary=True)

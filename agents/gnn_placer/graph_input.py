@@ -1,0 +1,85 @@
+"""What the placer reads about one graph on one cluster: per-group features, the group graph's edges and the
+devices each group may go to, as tensors (:class:`GraphInput`, built by :func:`graph_input`).
+
+Features per group (``feature_dim`` columns, the same for every graph and cluster of up to ``DEVICE_SLOTS``
+devices):
+
+* the seq2seq agent's :func:`agents.reinforce_seq2seq.group_features` (the env's op-type histogram, output
+  shapes, heaviest neighbours and their traffic, compute and memory shares, topological position), with its
+  ``allowed`` columns padded to ``DEVICE_SLOTS``;
+* ``POSITION_FREQUENCIES`` sine/cosine pairs of the topological position, so attention can tell early from late
+  groups (the layer-wise splits that fit memory are contiguous in that order);
+* the group's resident and produced bytes against one GPU's memory (log scale): the env's memory fields are
+  shares of the largest device, the host's 256 GiB on the K80 machines, which hides what fits a GPU;
+* graph-level context, the same on every row: the number of GPUs, the number of groups, and the whole graph's
+  resident and produced bytes against one GPU's memory (does it fit one GPU, two, four?).
+
+Edges are :func:`placement_env.env.group_graph.group_edges`, weighted by ``EDGE_FLOOR`` + log10(1 + bytes) / 12
+so dependency-only edges still pass messages.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from agents.reinforce_seq2seq import group_features
+from placement_env import Problem, graph_features
+from placement_env.env.group_graph import BYTES_SCALE, group_edges
+
+DEVICE_SLOTS = 9  # a CPU and up to 8 GPUs: device k of the cluster is output slot k
+POSITION_FREQUENCIES = 4
+EDGE_FLOOR = 0.1
+
+
+@dataclass(frozen=True)
+class GraphInput:
+    """One graph on one cluster as tensors: ``features`` [n, F] float32, ``edge_src`` / ``edge_dst`` [E] int64,
+    ``edge_weight`` [E] float32, ``allowed`` [n, DEVICE_SLOTS] bool (False on slots the cluster lacks)."""
+
+    features: torch.Tensor
+    edge_src: torch.Tensor
+    edge_dst: torch.Tensor
+    edge_weight: torch.Tensor
+    allowed: torch.Tensor
+
+    @property
+    def n_groups(self) -> int:
+        return int(self.features.shape[0])
+
+
+def _log_ratio(values: np.ndarray, unit: float) -> np.ndarray:
+    """log10(values / unit) mapped from [1e-6, 1e2] to about [0, 1]."""
+    return ((np.log10(1e-6 + np.asarray(values, np.float64) / unit) + 6.0) / 8.0).astype(np.float32)
+
+
+def graph_input(problem: Problem) -> GraphInput:
+    """The :class:`GraphInput` of ``problem``'s graph and cluster (no evaluation is spent)."""
+    graph, cluster = problem.graph, problem.cluster
+    n, n_devices = graph.n_groups, len(cluster.devices)
+    if n_devices > DEVICE_SLOTS:
+        raise ValueError(f"cluster {cluster.name!r} has {n_devices} devices; the GNN placer has {DEVICE_SLOTS} "
+                         f"device slots (a CPU and up to {DEVICE_SLOTS - 1} GPUs)")
+    allowed = np.zeros((n, DEVICE_SLOTS), bool)
+    allowed[:, :n_devices] = problem.allowed
+    fields = graph_features(graph, cluster, problem.costs.seconds, n).fields
+    gpus = [d for d in cluster.devices if d.kind == "GPU"]
+    gpu_memory = float(min(d.memory_bytes for d in gpus)) if gpus else float(max(d.memory_bytes for d in cluster.devices))
+    resident = np.asarray(graph.group_persistent_bytes, np.float64)
+    produced = np.bincount(graph.group, weights=graph.op_output_bytes, minlength=n).astype(np.float64)
+    angle = np.pi * np.asarray(fields["position"], np.float64)[:n].reshape(n, 1) * 2.0 ** np.arange(POSITION_FREQUENCIES)
+    context = np.array([len(gpus) / (DEVICE_SLOTS - 1), np.log10(n) / 4.0,
+                        *_log_ratio([resident.sum(), produced.sum()], gpu_memory)], np.float32)
+    features = np.concatenate([
+        group_features(fields, n, allowed),
+        np.sin(angle).astype(np.float32), np.cos(angle).astype(np.float32),
+        _log_ratio(np.stack([resident, produced], axis=1), gpu_memory),
+        np.broadcast_to(context, (n, context.size)),
+    ], axis=1)
+    src, dst, volume = group_edges(graph)
+    weight = EDGE_FLOOR + np.minimum(np.log10(1.0 + volume) / BYTES_SCALE, 1.0)
+    return GraphInput(features=torch.from_numpy(np.ascontiguousarray(features, np.float32)),
+                      edge_src=torch.from_numpy(src), edge_dst=torch.from_numpy(dst),
+                      edge_weight=torch.from_numpy(weight.astype(np.float32)),
+                      allowed=torch.from_numpy(allowed))

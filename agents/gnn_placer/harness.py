@@ -1,0 +1,50 @@
+"""The pre-trained placer as harness methods, ``method(problem) -> placement``
+(``placement-env run --suite generalisation-test --methods agents.gnn_placer:place_zero_shot``).
+
+``place_zero_shot`` answers without evaluating anything on the graph (any budget, 0 included): the greedy
+placement of the checkpoint's network. ``place_fine_tune`` evaluates that greedy placement, then trains the
+network on this one graph with the pre-training's update (REINFORCE with self-imitation of the best placement
+so far, :class:`Trainer`) at a lower learning rate within ``problem.budget`` evaluations, and returns the
+fastest placement it evaluated.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+
+from placement_env import Problem
+
+from .checkpoint import load_network
+from .task import make_task
+from .trainer import Trainer
+
+FINE_TUNE_LR = 3e-4
+DEFAULT_FINE_TUNE_BUDGET = 1000  # when the problem's budget is unlimited
+
+
+def place_zero_shot(problem: Problem, *, checkpoint: Path | None = None) -> np.ndarray:
+    """Harness method: the checkpoint's greedy placement (no evaluation)."""
+    net, config, _ = load_network(checkpoint)
+    return Trainer(net, config).greedy(make_task(problem))
+
+
+def place_fine_tune(problem: Problem, *, checkpoint: Path | None = None, samples: int = 16) -> np.ndarray:
+    """Harness method: from the checkpoint, REINFORCE on ``problem`` alone within its budget (batches of up to
+    ``samples``, smaller for small budgets so there are at least 10 updates); the best placement evaluated."""
+    net, config, _ = load_network(checkpoint)
+    task = make_task(problem)
+    trainer = Trainer(net, dataclasses.replace(config, lr=FINE_TUNE_LR),
+                      seed=int(problem.rng.integers(2**31 - 1)))
+    start = trainer.greedy(task)
+    left = problem.budget_left if problem.budget is not None else DEFAULT_FINE_TUNE_BUDGET
+    if left >= 1:
+        problem.evaluate(start)
+        left -= 1
+    k = int(max(2, min(samples, left // 10)))
+    while left >= 2:
+        batch = int(min(k, left))
+        trainer.update([task], batch)
+        left -= batch
+    return np.asarray(problem.best.placement) if problem.best is not None else start

@@ -1,0 +1,42 @@
+"""The supervised warm start of pre-training: the network first learns to output each train graph's best
+zero-budget heuristic placement (cross-entropy per group), so that REINFORCE starts from a decisive policy
+whose greedy placement already runs, and searches around it.
+
+Without it, REINFORCE from a uniform policy over 150-group graphs learns per-group distributions whose
+samples fit in memory while their mode (everything on the same GPU) does not: the greedy placement, which
+is the zero-shot answer, ran out of memory on six of the eight train tasks after 1,450 updates (docs/findings.md).
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch.nn import functional
+
+from .task import PlacementTask
+from .trainer import Trainer
+
+
+def imitate(trainer: Trainer, tasks: Sequence[PlacementTask], targets: Sequence[np.ndarray], *, steps: int,
+            accuracy: float = 0.98) -> tuple[int, float]:
+    """Up to ``steps`` Adam steps on the summed cross-entropy of every task's logits with its target placement,
+    until the greedy placement matches the target on ``accuracy`` of every task's groups; returns (steps taken,
+    the lowest per-task accuracy)."""
+    if len(tasks) != len(targets):
+        raise ValueError(f"{len(tasks)} tasks but {len(targets)} target placements")
+    labels = [torch.tensor(np.asarray(t), dtype=torch.int64) for t in targets]
+    worst, taken = 0.0, 0
+    for taken in range(1, steps + 1):
+        trainer.optimizer.zero_grad()
+        matched = []
+        for task, label in zip(tasks, labels):
+            logits = trainer.net(task.inputs)
+            (functional.cross_entropy(logits, label) / len(tasks)).backward()
+            matched.append(float((logits.detach().argmax(dim=1) == label).float().mean()))
+        torch.nn.utils.clip_grad_norm_(trainer.net.parameters(), trainer.config.grad_clip)
+        trainer.optimizer.step()
+        worst = min(matched)
+        if worst >= accuracy:
+            break
+    return taken, worst

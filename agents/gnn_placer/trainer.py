@@ -1,0 +1,110 @@
+"""REINFORCE across graphs: one update samples K placements of each of several graphs, measures each graph's
+K in one batch, and takes one Adam step on the sum of the graphs' losses.
+
+Per graph: loss = -mean(advantage * log p(placement)) / n_groups - entropy * mean group entropy
++ self_imitation * mean group cross-entropy with the fastest placement the graph's problem has evaluated so
+far (``problem.best``), with the advantages of :mod:`.rewards` (per-graph baseline and normalisation);
+dividing by n_groups keeps a graph of 1,000 groups from drowning one of 100. Gradients are clipped to norm
+``grad_clip``.
+
+Self-imitation (after Oh et al., ICML 2018, as the seq2seq agent's ``--self-imitation``) keeps the policy
+centred on the best placement found, so REINFORCE searches around it: without it, REINFORCE after the
+imitation warm start drifted within 25 updates to greedy placements that ran out of memory on two of the
+eight train tasks and stayed there, its samples all alike (docs/findings.md).
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from torch.nn import functional
+
+from .network import GnnPlacerNet
+from .policy import greedy, sample
+from .rewards import advantages, rewards
+from .task import PlacementTask
+
+
+@dataclass(frozen=True)
+class Config:
+    """The network's shape and the training settings (stored in the checkpoint)."""
+
+    hidden: int = 64
+    layers: int = 3
+    heads: int = 4
+    lr: float = 1e-3
+    samples: int = 16  # K placements per graph and update
+    graphs_per_update: int = 4
+    entropy: float = 0.01
+    self_imitation: float = 1.0
+    grad_clip: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("hidden", "heads", "samples", "graphs_per_update"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"Config.{name}={value!r}; expected a positive integer")
+        for name in ("lr", "grad_clip"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"Config.{name}={getattr(self, name)!r}; expected a positive number")
+        for name in ("entropy", "self_imitation"):
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"Config.{name}={getattr(self, name)!r}; expected a number >= 0")
+
+    def network(self, feature_dim: int) -> GnnPlacerNet:
+        return GnnPlacerNet(feature_dim, hidden=self.hidden, layers=self.layers, heads=self.heads)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class GraphStats:
+    """One graph's share of an update."""
+
+    task: str
+    mean_reward: float
+    success_rate: float
+    best_runtime_s: float  # of the samples that ran (inf if none)
+    entropy: float
+
+
+class Trainer:
+    """The network, its optimiser and the sampling generator."""
+
+    def __init__(self, net: GnnPlacerNet, config: Config, *, seed: int = 0) -> None:
+        self.net, self.config = net, config
+        self.optimizer = torch.optim.Adam(net.parameters(), lr=config.lr)
+        self.generator = torch.Generator().manual_seed(int(seed))
+
+    def update(self, tasks: Sequence[PlacementTask], samples: int | None = None) -> list[GraphStats]:
+        """One REINFORCE step over ``tasks`` (``samples`` placements each, default ``config.samples``); the
+        samples are evaluated through each task's counted problem."""
+        k = samples or self.config.samples
+        self.optimizer.zero_grad()
+        stats = []
+        for task in tasks:
+            logits = self.net(task.inputs)
+            drawn = sample(logits, k, self.generator)
+            best = task.problem.best
+            measured = task.problem.evaluate_batch(drawn.actions.numpy())
+            reward = rewards(measured, task.lower_bound, task.capacity)
+            advantage = torch.from_numpy(advantages(reward)).float()
+            loss = -(advantage * drawn.log_prob).mean() / task.inputs.n_groups - self.config.entropy * drawn.entropy
+            if best is not None and self.config.self_imitation > 0:
+                target = torch.tensor(np.asarray(best.placement), dtype=torch.int64)
+                loss = loss + self.config.self_imitation * functional.cross_entropy(logits, target)
+            (loss / len(tasks)).backward()
+            ran = [m.runtime_s for m in measured if m.ok]
+            stats.append(GraphStats(task.name, float(reward.mean()), len(ran) / k, min(ran, default=float("inf")),
+                                    float(drawn.entropy.detach())))
+        torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.config.grad_clip)
+        self.optimizer.step()
+        return stats
+
+    def greedy(self, task: PlacementTask) -> np.ndarray:
+        """The most likely placement of ``task``'s graph (no evaluation)."""
+        with torch.no_grad():
+            return greedy(self.net(task.inputs)).numpy()

@@ -1,0 +1,209 @@
+"""The generalising GNN placer (agents/gnn_placer) and the train / test suites it is measured on."""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import placement_env as pe
+from agents.gnn_placer import (CHECKPOINT_ENV, DEVICE_SLOTS, PRETRAINED, Config, Trainer, load_network, make_task,
+                               place_fine_tune, place_zero_shot, save_checkpoint)
+from agents.gnn_placer.cli import main
+from agents.gnn_placer.policy import greedy, sample
+from agents.gnn_placer.rewards import FAILED_RATIO, advantages, rewards
+from placement_env.errors import CheckpointMismatchError
+from placement_env.harness import load_suite, run_suite
+
+torch.set_num_threads(1)
+
+
+def task_of(graph, cluster_name: str, name: str = ""):
+    return make_task(pe.Problem.make(graph, pe.load_cluster(cluster_name), benchmark=graph.name), name)
+
+
+def small_config() -> Config:
+    return Config(hidden=16, layers=2, heads=2, samples=8, graphs_per_update=2)
+
+
+def test_suites_split_families_on_the_k80_machines():
+    train, test = load_suite("generalisation-train"), load_suite("generalisation-test")
+    assert {t.benchmark for t in train} == {"rnnlm", "nmt", "inception_v3", "gpt2"}
+    assert {t.benchmark for t in test} == {"resnet50", "transformer", "bert"}
+    for task in train + test:
+        assert task.cluster == f"k80-{task.gpus}gpu" and task.gpus in (2, 4)
+    assert len(load_suite("generalisation")) == 20  # the synthetic suite stays
+
+
+@pytest.mark.parametrize("cluster", ["k80-2gpu", "k80-4gpu"])
+def test_inputs_and_samples_respect_the_allowed_devices(tiny, cluster):
+    task = task_of(tiny, cluster)
+    n_devices = 1 + int(cluster[4])
+    inputs = task.inputs
+    assert inputs.features.shape[0] == tiny.n_groups and inputs.allowed.shape == (tiny.n_groups, DEVICE_SLOTS)
+    assert not inputs.allowed[:, n_devices:].any()  # slots the cluster lacks
+    net = small_config().network(inputs.features.shape[1])
+    drawn = sample(net(inputs), 256, torch.Generator().manual_seed(0))
+    assert drawn.actions.shape == (256, tiny.n_groups)
+    assert set(drawn.actions.unique().tolist()) == set(range(n_devices))
+    # every third group may go to one device only (as a group without GPU kernels may go to the CPU only)
+    restricted = inputs.allowed.clone()
+    only = torch.arange(0, tiny.n_groups, 3)
+    restricted[only] = False
+    restricted[only, only % n_devices] = True
+    logits = net(dataclasses.replace(inputs, allowed=restricted))
+    assert logits.shape == (tiny.n_groups, DEVICE_SLOTS)
+    drawn = sample(logits, 256, torch.Generator().manual_seed(0))
+    assert bool(restricted.gather(1, drawn.actions.T).all())
+    assert bool(restricted[torch.arange(tiny.n_groups), greedy(logits)].all())
+    assert torch.isfinite(drawn.log_prob).all() and drawn.log_prob.requires_grad
+
+
+def test_feature_width_is_the_same_for_2_and_4_gpus(tiny):
+    assert task_of(tiny, "k80-2gpu").inputs.features.shape == task_of(tiny, "k80-4gpu").inputs.features.shape
+
+
+def test_rewards_rank_failures_below_every_placement_that_runs():
+    capacity = np.array([100.0, 10.0])
+    ok = pe.Measurement(runtime_s=50.0, ok=True)
+    small = pe.Measurement(runtime_s=math.inf, ok=False, failure="oom", peak_bytes=np.array([1, 11]))
+    large = pe.Measurement(runtime_s=math.inf, ok=False, failure="oom", peak_bytes=np.array([1, 40]))
+    r = rewards([ok, small, large], lower_bound=1.0, capacity=capacity)
+    assert r[0] == pytest.approx(-math.sqrt(50.0)) and r[0] > r[1] > r[2]
+    assert r[2] == pytest.approx(-math.sqrt(2 * FAILED_RATIO))
+    a = advantages(r)
+    assert a.mean() == pytest.approx(0.0, abs=1e-12) and a.std() == pytest.approx(1.0)
+    assert not advantages(np.array([-2.0, -2.0])).any()
+
+
+def test_more_than_1000_groups():
+    graph = pe.load_benchmark("synthetic-tiny", layers=12, width=14, max_groups=4000)
+    assert graph.n_groups > 1000
+    task = task_of(graph, "k80-4gpu")
+    trainer = Trainer(small_config().network(task.inputs.features.shape[1]), small_config())
+    stats = trainer.update([task], samples=4)
+    assert stats[0].success_rate > 0 and task.problem.evaluations == 4
+    assert trainer.greedy(task).shape == (graph.n_groups,)
+
+
+def test_training_across_graphs_improves_the_mean_reward(tiny, synth):
+    tasks = [task_of(tiny, "k80-2gpu", "rnnlm"), task_of(synth, "k80-4gpu", "synthetic")]
+    config = Config(hidden=32, layers=2, heads=2, samples=16, graphs_per_update=2, lr=3e-3)
+    torch.manual_seed(0)
+    trainer = Trainer(config.network(tasks[0].inputs.features.shape[1]), config, seed=0)
+    history = [np.mean([s.mean_reward for s in trainer.update(tasks)]) for _ in range(40)]
+    assert np.mean(history[-5:]) > np.mean(history[:5]) + 0.05 * abs(np.mean(history[:5]))
+
+
+def test_checkpoint_round_trip_and_bad_files(tmp_path, tiny):
+    task = task_of(tiny, "k80-2gpu")
+    config = small_config()
+    net = config.network(task.inputs.features.shape[1])
+    path = tmp_path / "checkpoint.pt"
+    save_checkpoint(path, net, config, {"suite": "tiny"})
+    loaded, loaded_config, meta = load_network(path)
+    assert loaded_config == config and meta == {"suite": "tiny"}
+    with torch.no_grad():
+        assert torch.allclose(loaded(task.inputs), net(task.inputs), atol=1e-6)
+    with pytest.raises(FileNotFoundError, match="no checkpoint at .*missing.pt"):
+        load_network(tmp_path / "missing.pt")
+    (tmp_path / "corrupt.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointMismatchError, match="corrupt.pt is not a readable checkpoint"):
+        load_network(tmp_path / "corrupt.pt")
+    torch.save({"format": 99}, tmp_path / "other.pt")
+    with pytest.raises(CheckpointMismatchError, match="format 1 .found 99"):
+        load_network(tmp_path / "other.pt")
+
+
+def test_the_committed_checkpoint_is_small_and_places_an_unseen_graph(synth):
+    assert PRETRAINED.stat().st_size < 2 * 2**20
+    problem = pe.Problem.make(synth, pe.load_cluster("k80-4gpu"), budget=0)
+    placement = place_zero_shot(problem)
+    assert placement.shape == (synth.n_groups,) and problem.evaluations == 0
+    assert pe.evaluate(synth, problem.cluster, placement).ok
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--minutes", "0"], "--minutes"), (["--minutes", "nan"], "--minutes"), (["--budget", "-5"], "--budget"),
+    (["--seed", "-1"], "--seed"), (["--suite", "nope"], "unknown suite 'nope'"), (["--samples", "0"], "--samples"),
+])
+def test_cli_bad_values(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_cli_trains_and_writes_its_run_folder(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["--suite", "tiny", "--budget", "100", "--out-dir", str(out), "--no-progress"]) == 0
+    assert {p.name for p in out.iterdir()} >= {"checkpoint.pt", "log.csv", "learning_curve.png"}
+    assert "rnnlm-tiny-2gpu" in capsys.readouterr().out
+    load_network(out / "checkpoint.pt")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(SystemExit):
+        main(["--suite", "tiny", "--out-dir", str(tmp_path / "file")])
+
+
+def test_harness_methods_through_run_suite(tmp_path, monkeypatch, tiny, paper2):
+    config = Config(hidden=16, layers=1, heads=2)
+    task = task_of(tiny, "paper-2gpu")
+    path = tmp_path / "checkpoint.pt"
+    save_checkpoint(path, config.network(task.inputs.features.shape[1]), config, {})
+    monkeypatch.setenv(CHECKPOINT_ENV, str(path))
+    results = tmp_path / "results.jsonl"
+    zero = run_suite("tiny", ["agents.gnn_placer:place_zero_shot"], results, budget=0, progress=False)
+    assert len(zero) == 3 and all(row["evaluations"] == 0 and row["failure"] != "method_error" for row in zero)
+    tuned = run_suite("tiny", ["agents.gnn_placer:place_fine_tune"], results, budget=40, progress=False)
+    for before, after in zip(zero, tuned):
+        assert 1 < after["evaluations"] <= 40 and after["ok"]
+        if before["ok"]:  # fine-tuning evaluates the zero-shot placement first and keeps the best
+            assert after["runtime_s"] <= before["runtime_s"] + 1e-12
+    with pytest.raises(ValueError, match="budget=-1"):
+        run_suite("tiny", ["single_gpu"], results, budget=-1, progress=False)
+    monkeypatch.setenv(CHECKPOINT_ENV, str(tmp_path / "absent.pt"))
+    problem = pe.Problem.make(tiny, paper2, budget=10)
+    with pytest.raises(FileNotFoundError, match=CHECKPOINT_ENV):
+        place_fine_tune(problem)
+
+
+def test_unlimited_fine_tune_budget_is_bounded(tmp_path, monkeypatch, synth):
+    config = Config(hidden=16, layers=1, heads=2)
+    problem = pe.Problem.make(synth, pe.load_cluster("k80-2gpu"))
+    path = tmp_path / "checkpoint.pt"
+    save_checkpoint(path, config.network(make_task(problem).inputs.features.shape[1]), config, {})
+    place_fine_tune(problem, checkpoint=path, samples=50)
+    assert problem.evaluations == 1000
+
+
+@pytest.mark.parametrize("field, value", [("hidden", 0), ("samples", 0), ("lr", 0.0), ("entropy", -1.0),
+                                          ("graphs_per_update", 1.5), ("self_imitation", -0.5)])
+def test_config_bad_values(field, value):
+    with pytest.raises(ValueError, match=f"Config.{field}={value!r}"):
+        Config(**{field: value})
+
+
+def test_imitation_reaches_the_target_placement(tiny):
+    from agents.gnn_placer.imitation import imitate
+
+    task = task_of(tiny, "k80-4gpu")
+    target = np.arange(tiny.n_groups) * 4 // tiny.n_groups + 1  # four contiguous chunks, one per GPU
+    trainer = Trainer(Config(hidden=32, layers=2, heads=2, lr=3e-3).network(task.inputs.features.shape[1]),
+                      Config(hidden=32, layers=2, heads=2, lr=3e-3))
+    steps, accuracy = imitate(trainer, [task], [target], steps=300, accuracy=0.95)
+    assert accuracy >= 0.95 and steps < 300
+    assert (trainer.greedy(task) == target).mean() >= 0.95
+
+
+def test_a_stop_request_ends_pretraining_with_its_files_written(tmp_path):
+    import threading
+
+    from agents.gnn_placer.training import pretrain
+
+    stop = threading.Event()
+    stop.set()
+    result = pretrain(tmp_path, suite="tiny", minutes=5, seed=0, config=small_config(), imitation_steps=1,
+                      progress=False, stop=stop)
+    assert result.updates == 0 and set(result.greedy) == {t.name for t in load_suite("tiny")}
+    assert load_network(tmp_path / "checkpoint.pt")[2]["updates"] == 0
