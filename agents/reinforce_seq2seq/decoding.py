@@ -18,7 +18,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 import torch
 
-from .kernels import torch_threads_for_blas, unroll_kernel
+from .kernels import unroll_kernel
 from .recurrence import LSTMTrace, TracedLSTM
 
 
@@ -77,15 +77,14 @@ def unroll(tables: DecoderTables, h0: torch.Tensor, c0: torch.Tensor, allowed: t
     uniforms = torch.rand((n, sampled), generator=how.generator) if sampled and not how.greedy else \
         torch.zeros(n, sampled)
     hidden = tables.w_hh.shape[1]
-    with torch_threads_for_blas():
-        unroll_kernel(*(_array(tensor) for tensor in (tables.group_gates, tables.device_gates, tables.w_hh.T,
-                                                      tables.attention, tables.state_logits, tables.context_logits,
-                                                      tables.bias)),
-                      np.ascontiguousarray(allowed.numpy()), actions.numpy(), sampled, uniforms.numpy(),
-                      (noise if noise is not None else torch.empty(0, 0, 0)).numpy(), float(how.noise_std),
-                      float(how.temperature), float(how.explore), bool(how.greedy),
-                      trace.gates.view(n, k, 4 * hidden).numpy(), trace.cells.numpy(), trace.cells_tanh.numpy(),
-                      trace.hidden.numpy())
+    unroll_kernel(*(_array(tensor) for tensor in (tables.group_gates, tables.device_gates, tables.w_hh.T,
+                                                  tables.attention, tables.state_logits, tables.context_logits,
+                                                  tables.bias)),
+                  np.ascontiguousarray(allowed.numpy()), actions.numpy(), sampled, uniforms.numpy(),
+                  (noise if noise is not None else torch.empty(0, 0, 0)).numpy(), float(how.noise_std),
+                  float(how.temperature), float(how.explore), bool(how.greedy),
+                  trace.gates.view(n, k, 4 * hidden).numpy(), trace.cells.numpy(), trace.cells_tanh.numpy(),
+                  trace.hidden.numpy())
     return Unrolled(actions=actions, trace=trace, noise=noise)
 
 

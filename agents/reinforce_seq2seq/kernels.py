@@ -13,27 +13,8 @@ cost more than the product).
 """
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
-from functools import cache
-
 import numpy as np
-import torch
 from numba import njit
-from threadpoolctl import ThreadpoolController
-
-
-
-@cache
-def _blas() -> ThreadpoolController:
-    return ThreadpoolController()
-
-
-def torch_threads_for_blas() -> AbstractContextManager:
-    """A context in which the BLAS libraries the compiled loops call (``np.dot``: scipy's OpenBLAS) use as many
-    threads as torch does (``torch.set_num_threads``), not their own default of every core: on a busy machine,
-    extra BLAS threads spin against the other processes and make an update several times slower."""
-    return _blas().limit(limits=torch.get_num_threads(), user_api="blas")
-
 
 # Cody & Waite's range reduction and the minimax polynomial of Cephes' expf (S. Moshier, Cephes Math Library):
 # exp(x) = 2^m exp(r), r = x - m ln 2 split in two parts so r is exact, exp(r) = 1 + r + r^2 P(r) on |r| <= ln 2 / 2

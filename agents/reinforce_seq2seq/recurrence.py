@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 from torch.autograd.function import once_differentiable
 
-from .kernels import backprop_kernel, torch_threads_for_blas
+from .kernels import backprop_kernel
 
 
 class LSTMTrace:
@@ -55,10 +55,9 @@ class TracedLSTM(torch.autograd.Function):
         n, k, hidden = trace.cells_tanh.shape
         grad_gates = torch.empty(n, k, 4 * hidden)
         dh, dc = torch.empty(k, hidden), torch.empty(k, hidden)
-        with torch_threads_for_blas():
-            backprop_kernel(trace.gates.view(n, k, 4 * hidden).numpy(), trace.cells.numpy(),
-                            trace.cells_tanh.numpy(), grad_hidden.contiguous().numpy(),
-                            w_hh.detach().contiguous().numpy(), grad_gates.numpy(), dh.numpy(), dc.numpy())
+        backprop_kernel(trace.gates.view(n, k, 4 * hidden).numpy(), trace.cells.numpy(), trace.cells_tanh.numpy(),
+                        grad_hidden.contiguous().numpy(), w_hh.detach().contiguous().numpy(), grad_gates.numpy(), dh.numpy(),
+                        dc.numpy())
         flat = grad_gates.view(n * k, 4 * hidden)
         grad_w = flat.T @ trace.hidden[:-1].reshape(n * k, hidden)
         grad_device = flat.new_zeros(ctx.devices, 4 * hidden).index_add_(0, prev.reshape(-1), flat)
