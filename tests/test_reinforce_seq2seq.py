@@ -89,12 +89,9 @@ def test_scoring_gives_sampled_log_prob():
 def reference_decode(policy, features, allowed, *, samples=0, actions=None, temperature=1.0, noise_std=0.0,
                      explore=0.0, generator=None, greedy=False):
     """What ``Seq2SeqPolicy.decode`` computes, written as a plain loop over the groups with every op recorded by
-    autograd: the decoder cell, attention and head of the module applied step by step. The generator draws all the
-    logit noise, then a uniform number per group and sampled row that picks its device by inverse CDF."""
+    autograd: the decoder cell, attention and head of the module applied step by step."""
     n = features.shape[0]
     k = samples + (0 if actions is None else actions.shape[0])
-    noise = torch.randn((n, k, policy.n_devices), generator=generator) if noise_std > 0 else None
-    uniforms = torch.rand((n, samples), generator=generator) if samples and not greedy else None
     enc, (h, c) = policy.encode(features)
     h, c = h.expand(k, -1), c.expand(k, -1)
     prev = torch.full((k,), policy.n_devices, dtype=torch.long)
@@ -105,7 +102,7 @@ def reference_decode(policy, features, allowed, *, samples=0, actions=None, temp
         context = torch.softmax(policy.att_query(h) @ enc.T / policy.hidden ** 0.5, dim=1) @ enc
         logits = policy.head(torch.cat([h, context], dim=1)) / temperature
         if noise_std > 0:
-            logits = logits + noise_std * noise[t]
+            logits = logits + noise_std * torch.randn(logits.shape, generator=generator)
         logp = torch.log_softmax(logits.masked_fill(~allowed[t], float("-inf")), dim=1)
         if explore > 0:
             mixture = (1 - explore) * logp.exp() + explore * uniform[t]
@@ -113,11 +110,8 @@ def reference_decode(policy, features, allowed, *, samples=0, actions=None, temp
         with torch.no_grad():
             a = torch.zeros(0, dtype=torch.long)
             if samples:
-                if greedy:
-                    a = logp[:samples].argmax(dim=1)
-                else:  # the first device whose cumulative probability passes the uniform number
-                    cumulative = logp[:samples].exp().cumsum(dim=1)
-                    a = (cumulative <= uniforms[t][:, None] * cumulative[:, -1:]).sum(dim=1)
+                a = logp[:samples].argmax(dim=1) if greedy else \
+                    torch.multinomial(logp[:samples].exp(), 1, generator=generator).squeeze(1)
             if actions is not None:
                 a = torch.cat([a, actions[:, t]])
         log_prob = log_prob + logp.gather(1, a[:, None]).squeeze(1)

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-import numpy as np
 import torch
 
-from .kernels import unroll_kernel
 from .recurrence import LSTMTrace, TracedLSTM
 
 
@@ -64,33 +62,41 @@ class Sampling:
 def unroll(tables: DecoderTables, h0: torch.Tensor, c0: torch.Tensor, allowed: torch.Tensor,
            given: torch.Tensor | None, how: Sampling) -> Unrolled:
     """Run the decoder group by group for the ``how.samples`` sampled rows and the ``given`` [E, n] rows, from
-    the initial states ``h0``, ``c0`` [1, H] (one compiled loop, :func:`.kernels.unroll_kernel`). The generator
-    first draws the logit noise of every group and row (if any), then one uniform number per group and sampled row,
-    which picks the device by the inverse of the group's cumulative distribution."""
+    the initial states ``h0``, ``c0`` [1, H]. Per group, the generator draws the noise of all rows (if any),
+    then the sampled rows' devices, as one ``torch.randn`` and one ``torch.multinomial`` call."""
     n, devices = allowed.shape
     k, sampled = how.samples + (0 if given is None else given.shape[0]), how.samples
     trace = LSTMTrace(n, h0.expand(k, -1), c0.expand(k, -1))
     actions = torch.empty(n, k, dtype=torch.long)
     if given is not None:
         actions[:, sampled:] = given.T
-    noise = torch.randn((n, k, devices), generator=how.generator) if how.noise_std > 0 else None
-    uniforms = torch.rand((n, sampled), generator=how.generator) if sampled and not how.greedy else \
-        torch.zeros(n, sampled)
-    hidden = tables.w_hh.shape[1]
-    unroll_kernel(*(_array(tensor) for tensor in (tables.group_gates, tables.device_gates, tables.w_hh.T,
-                                                  tables.attention, tables.state_logits, tables.context_logits,
-                                                  tables.bias)),
-                  np.ascontiguousarray(allowed.numpy()), actions.numpy(), sampled, uniforms.numpy(),
-                  (noise if noise is not None else torch.empty(0, 0, 0)).numpy(), float(how.noise_std),
-                  float(how.temperature), float(how.explore), bool(how.greedy),
-                  trace.gates.view(n, k, 4 * hidden).numpy(), trace.cells.numpy(), trace.cells_tanh.numpy(),
-                  trace.hidden.numpy())
+    noise = torch.empty(n, k, devices) if how.noise_std > 0 else None
+    step_noise = noise.unbind(0) if noise is not None else None
+    step_actions, group_gates = actions.unbind(0), tables.group_gates.unbind(0)
+    # the logits' bias, with -inf for the devices a group may not use (their probability is then exactly 0)
+    step_bias = tables.bias.expand(n, -1).masked_fill(~allowed, float("-inf")).unbind(0)
+    step_uniform = (how.explore * allowed / allowed.sum(dim=1, keepdim=True)).unbind(0)
+    w_hh_t = tables.w_hh.T
+    prev = torch.full((k,), devices, dtype=torch.long)  # the start token
+    for t in range(n):
+        h = trace.step(t, torch.add(group_gates[t], tables.device_gates.index_select(0, prev)), w_hh_t)
+        if step_noise is not None:
+            torch.randn((k, devices), generator=how.generator, out=step_noise[t])
+        if sampled:
+            h = h[:sampled]
+            weights = torch.softmax(h @ tables.attention, dim=1)
+            logits = torch.addmm(torch.addmm(step_bias[t], h, tables.state_logits), weights, tables.context_logits)
+            if how.temperature != 1.0:
+                logits /= how.temperature
+            if step_noise is not None:
+                logits.add_(step_noise[t][:sampled], alpha=how.noise_std)
+            probs = torch.softmax(logits, dim=1)
+            if how.explore > 0:  # the exploration mixture
+                probs = torch.add(step_uniform[t], probs, alpha=1 - how.explore)
+            step_actions[t][:sampled] = probs.argmax(dim=1) if how.greedy else \
+                torch.multinomial(probs, 1, generator=how.generator).squeeze(1)
+        prev = step_actions[t]
     return Unrolled(actions=actions, trace=trace, noise=noise)
-
-
-def _array(tensor: torch.Tensor) -> np.ndarray:
-    """A C-contiguous float32 array of ``tensor``'s values (no gradient), for the compiled loops."""
-    return np.ascontiguousarray(tensor.detach().numpy(), dtype=np.float32)
 
 
 def score(tables: DecoderTables, h0: torch.Tensor, c0: torch.Tensor, allowed: torch.Tensor, run: Unrolled,
