@@ -72,9 +72,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     runtime = MeasuredRuntime(cluster, steps=20, warmup=5, timeout_s=120.0)
     try:
-        # local:N workers are CPUs; the expert splits the model over them as it would over N GPUs
+        # local:N workers are CPUs; the expert splits the model over them as it would over N GPUs (simulated
+        # only to name the placement, so without the CPU workers' host transfers, which GPUs do not take)
         as_gpus = dataclasses.replace(cluster, devices=tuple(dataclasses.replace(d, kind="GPU")
-                                                             for d in cluster.devices))
+                                                             for d in cluster.devices), host_transfer=None)
         problem = Problem.make(graph, as_gpus, benchmark=args.benchmark, evaluator=Evaluator(graph, as_gpus))
         expert = np.asarray(solve("expert", problem).placement)
         trainer = result.trainer

@@ -157,7 +157,7 @@ def test_problem_charges_nothing_for_an_infrastructure_failure(tiny, paper2):
 
 
 def test_unknown_suite_and_method(tmp_path):
-    with pytest.raises(UnknownSuiteError, match="unknown suite 'papers'; expected one of 'paper', 'tiny'"):
+    with pytest.raises(UnknownSuiteError, match="unknown suite 'papers'; expected one of 'paper', 'paper-k80', 'tiny'"):
         run_suite("papers", ["single_gpu"], tmp_path / "r.jsonl")
     with pytest.raises(UnknownMethodError, match="unknown method 'scotsh'"):
         run_suite("tiny", ["scotsh"], tmp_path / "r.jsonl")
@@ -340,3 +340,11 @@ def test_validate_skips_rows_that_record_a_failure_of_the_machinery(results, tmp
     checked, mismatches = validate(path, progress=False)
     assert checked == len(rows) - 1 and [(m.line, m.skipped) for m in mismatches] == [(1, True)]
     assert "measuring machinery" in mismatches[0].reason
+
+
+def test_paper_k80_suite_is_the_paper_tasks_on_the_machine_as_built():
+    from placement_env.harness import load_suite
+    paper, k80 = load_suite("paper"), load_suite("paper-k80")
+    assert [(t.benchmark, t.gpus) for t in k80] == [(t.benchmark, t.gpus) for t in paper]
+    assert {t.cluster for t in k80} == {"k80-2gpu", "k80-4gpu"}
+    assert all(t.cluster == f"k80-{t.gpus}gpu" and t.name == f"{t.benchmark}-k80-{t.gpus}gpu" for t in k80)

@@ -18,10 +18,12 @@ class Task:
     gpus: int = 0
 
 
+PAPER_MODELS = (("RNNLM", "rnnlm"), ("NMT", "nmt"), ("Inception-V3", "inception_v3"))
+
+
 def _paper() -> tuple[Task, ...]:
-    models = (("RNNLM", "rnnlm"), ("NMT", "nmt"), ("Inception-V3", "inception_v3"))
     return tuple(Task(f"{benchmark}-{gpus}gpu", benchmark, f"paper-{gpus}gpu", model=label, gpus=gpus)
-                 for label, benchmark in models for gpus in (2, 4))
+                 for label, benchmark in PAPER_MODELS for gpus in (2, 4))
 
 
 def _tiny() -> tuple[Task, ...]:
@@ -48,7 +50,8 @@ def _on_k80(models: tuple[tuple[str, str], ...]) -> tuple[Task, ...]:
 
 
 SUITES = {
-    "paper": _paper,  # the paper's table: 3 models x {2, 4} GPUs on the paper's machine
+    "paper": _paper,  # the paper's table: 3 models x {2, 4} GPUs on the paper's machine (ideal links)
+    "paper-k80": lambda: _on_k80(PAPER_MODELS),  # the same tasks on the K80 machines as built (k80.py)
     "tiny": _tiny,  # small graphs, for tests and quick tries
     "generalisation": _generalisation,  # 10 seeded random layered graphs x {2, 4} GPUs
     "generalisation-train": lambda: _on_k80(GENERALISATION_TRAIN),  # what a generalising placer learns from
