@@ -14,8 +14,7 @@ import numpy as np
 from numba import njit
 
 from .heaps import ev_pop, ev_push, int_pop, int_push
-from .simulator_events import (EV_CONTROL, EV_OP, EV_TRANSFER, EV_TRANSFER_START, add_in, deliver, note, release,
-                               send)
+from .simulator_events import EV_CONTROL, EV_OP, EV_TRANSFER, EV_TRANSFER_START, add_in, note, release
 
 __all__ = ["accumulating_devices", "simulate_core", "simulate_many"]
 
@@ -259,72 +258,78 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
             else:
                 next_done[d] = np.inf
                 busy[d] += now - busy_since[d]
-        for f in range(n_done):
-            i = done[f]
-            if i < 0:  # a host transfer's task: a send goes onto the interconnect, a receive delivers
-                tid = (i + n_tasks) >> 1
-                if (i + n_tasks) & 1 == 0:
+        # Then everything of this instant, one item at a time: the ops and tasks in `done`, then the
+        # other events in (kind, index) order. Each item may put transfers onto the interconnect
+        # (first_send:end_send) and have one arrive (`arrived`); both are done in one place below,
+        # written out rather than called, since a compiled call per transfer (even one numba
+        # inlines) costs NMT 10%.
+        f = 0
+        while f < n_done or (n_ev > 0 and ev_keys[0] == now):
+            if f < n_done:
+                kind = EV_OP
+                idx = done[f]
+                f += 1
+            else:
+                code = ev_vals[0]
+                n_ev = ev_pop(ev_keys, ev_vals, n_ev)
+                kind = code // cap
+                idx = code - kind * cap
+            first_send = 0
+            end_send = 0
+            arrived = -1
+            if kind == EV_OP and idx < 0:  # a host transfer's task: a send goes on, a receive arrives
+                tid = (idx + n_tasks) >> 1
+                if (idx + n_tasks) & 1 == 0:
                     free_lanes[t_sdev[tid]] += 1
-                    bytes_moved += t_bytes[tid]
-                    n_ev, n_notes = send(tid, now + transfer_overhead, route_ptr, route_res, res_free, res_latency,
-                                          res_bandwidth, t_sdev, t_ddev, t_bytes, t_start, t_end, mem, peak, record,
-                                          mem_time, mem_trace, n_notes, ev_keys, ev_vals, n_ev, cap, now)
+                    first_send = tid
+                    end_send = tid + 1
                 else:
                     free_lanes[t_ddev[tid]] += 1
                     t_end[tid] = now
-                    n_notes = deliver(tid, t_head, e_next, edge_dst, dev, remaining, ready, ready_size, is_sum,
-                                       accumulating, early, sum_allocated, output_ptr, output_bytes, edge_gout,
-                                       edge_tid, out_refs, t_refs, t_bytes, out_forward_edge, mem, peak, record,
-                                       mem_time, mem_trace, n_notes, now)
-                continue
-            di = dev[i]
-            op_end[i] = now
-            if now > makespan:
-                makespan = now
-            free_lanes[di] += 1
-            # free inputs whose last local consumer this was (an alias keeps the input it forwards)
-            for k in range(in_ptr[i], in_ptr[i + 1]):
-                e = in_edges[k]
-                if edge_gout[e] >= 0 and e != forward_edge[i] and not early[e]:
-                    n_notes = release(e, di, edge_gout, edge_tid, out_refs, t_refs, output_bytes, t_bytes,
-                                       out_forward_edge, mem, record, mem_time, mem_trace, n_notes, now)
-            # outputs nobody consumes
-            for o in range(output_ptr[i], output_ptr[i + 1]):
-                if out_refs[o] == 0:
-                    mem[di] -= output_bytes[o]
-                    n_notes = note(record, mem_time, mem_trace, n_notes, now, mem, output_bytes[o])
-                    n_notes = release(out_forward_edge[o], di, edge_gout, edge_tid, out_refs, t_refs, output_bytes,
-                                       t_bytes, out_forward_edge, mem, record, mem_time, mem_trace, n_notes, now)
-            # successors: local ones and control edges; data transfers below
-            for e in range(out_ptr[i], out_ptr[i + 1]):
-                j = edge_dst[e]
-                dj = dev[j]
-                if dj == di:
-                    remaining[j] -= 1
-                    if remaining[j] == 0:
-                        ready_size[dj] = int_push(ready[dj], ready_size[dj], j)
-                    if edge_gout[e] >= 0 and is_sum[j] and accumulating[dj]:
-                        n_notes = add_in(e, j, dj, early, sum_allocated, output_ptr, output_bytes, edge_gout,
-                                          edge_tid, out_refs, t_refs, t_bytes, out_forward_edge, mem, peak, record,
-                                          mem_time, mem_trace, n_notes, now)
-                elif edge_gout[e] < 0:
-                    n_ev = ev_push(ev_keys, ev_vals, n_ev, now + transfer_overhead + latency[di, dj],
-                                    EV_CONTROL * cap + e)
-            for tid in range(t_ptr[i], t_ptr[i + 1]):
-                if host_on:  # first the sender encodes it (a task on its device)
-                    ready_size[di] = int_push(ready[di], ready_size[di], 2 * tid - n_tasks)
-                    continue
-                bytes_moved += t_bytes[tid]
-                n_ev, n_notes = send(tid, now + transfer_overhead, route_ptr, route_res, res_free, res_latency,
-                                      res_bandwidth, t_sdev, t_ddev, t_bytes, t_start, t_end, mem, peak, record,
-                                      mem_time, mem_trace, n_notes, ev_keys, ev_vals, n_ev, cap, now)
-        # the other events of this instant
-        while n_ev > 0 and ev_keys[0] == now:
-            code = ev_vals[0]
-            n_ev = ev_pop(ev_keys, ev_vals, n_ev)
-            kind = code // cap
-            idx = code - kind * cap
-            if kind == EV_TRANSFER:
+                    arrived = tid
+            elif kind == EV_OP:
+                i = idx
+                di = dev[i]
+                op_end[i] = now
+                if now > makespan:
+                    makespan = now
+                free_lanes[di] += 1
+                # free inputs whose last local consumer this was (an alias keeps the input it forwards)
+                for k in range(in_ptr[i], in_ptr[i + 1]):
+                    e = in_edges[k]
+                    if edge_gout[e] >= 0 and e != forward_edge[i] and not early[e]:
+                        n_notes = release(e, di, edge_gout, edge_tid, out_refs, t_refs, output_bytes, t_bytes,
+                                          out_forward_edge, mem, record, mem_time, mem_trace, n_notes, now)
+                # outputs nobody consumes
+                for o in range(output_ptr[i], output_ptr[i + 1]):
+                    if out_refs[o] == 0:
+                        mem[di] -= output_bytes[o]
+                        n_notes = note(record, mem_time, mem_trace, n_notes, now, mem, output_bytes[o])
+                        n_notes = release(out_forward_edge[o], di, edge_gout, edge_tid, out_refs, t_refs,
+                                          output_bytes, t_bytes, out_forward_edge, mem, record, mem_time, mem_trace,
+                                          n_notes, now)
+                # successors: local ones and control edges; data transfers below
+                for e in range(out_ptr[i], out_ptr[i + 1]):
+                    j = edge_dst[e]
+                    dj = dev[j]
+                    if dj == di:
+                        remaining[j] -= 1
+                        if remaining[j] == 0:
+                            ready_size[dj] = int_push(ready[dj], ready_size[dj], j)
+                        if edge_gout[e] >= 0 and is_sum[j] and accumulating[dj]:
+                            n_notes = add_in(e, j, dj, early, sum_allocated, output_ptr, output_bytes, edge_gout,
+                                             edge_tid, out_refs, t_refs, t_bytes, out_forward_edge, mem, peak,
+                                             record, mem_time, mem_trace, n_notes, now)
+                    elif edge_gout[e] < 0:
+                        n_ev = ev_push(ev_keys, ev_vals, n_ev, now + transfer_overhead + latency[di, dj],
+                                       EV_CONTROL * cap + e)
+                if host_on:  # first the sender encodes each transfer (a task on its device)
+                    for tid in range(t_ptr[i], t_ptr[i + 1]):
+                        ready_size[di] = int_push(ready[di], ready_size[di], 2 * tid - n_tasks)
+                else:
+                    first_send = t_ptr[i]
+                    end_send = t_ptr[i + 1]
+            elif kind == EV_TRANSFER:  # off the interconnect: the sender's copy is released
                 tid = idx
                 o = t_out[tid]
                 out_refs[o] -= 1
@@ -332,28 +337,69 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                     mem[t_sdev[tid]] -= output_bytes[o]
                     n_notes = note(record, mem_time, mem_trace, n_notes, now, mem, output_bytes[o])
                     n_notes = release(out_forward_edge[o], t_sdev[tid], edge_gout, edge_tid, out_refs, t_refs,
-                                       output_bytes, t_bytes, out_forward_edge, mem, record, mem_time, mem_trace,
-                                       n_notes, now)
+                                      output_bytes, t_bytes, out_forward_edge, mem, record, mem_time, mem_trace,
+                                      n_notes, now)
                 if host_on:  # then the receiver decodes it (a task on its device)
                     dj = t_ddev[tid]
                     ready_size[dj] = int_push(ready[dj], ready_size[dj], 2 * tid + 1 - n_tasks)
                 else:
-                    n_notes = deliver(tid, t_head, e_next, edge_dst, dev, remaining, ready, ready_size, is_sum,
-                                       accumulating, early, sum_allocated, output_ptr, output_bytes, edge_gout,
-                                       edge_tid, out_refs, t_refs, t_bytes, out_forward_edge, mem, peak, record,
-                                       mem_time, mem_trace, n_notes, now)
+                    arrived = tid
             elif kind == EV_TRANSFER_START:
                 dj = t_ddev[idx]
                 mem[dj] += t_bytes[idx]
                 if mem[dj] > peak[dj]:
                     peak[dj] = mem[dj]
                 n_notes = note(record, mem_time, mem_trace, n_notes, now, mem, t_bytes[idx])
-            else:
+            else:  # EV_CONTROL
                 j = edge_dst[idx]
                 remaining[j] -= 1
                 if remaining[j] == 0:
                     dj = dev[j]
                     ready_size[dj] = int_push(ready[dj], ready_size[dj], j)
+            # Put each transfer on its route after the fixed overhead: it streams through every
+            # directed link of the route at once; each link serves its transfers FIFO, each for
+            # latency + bytes / bandwidth. It starts once all its links have begun and ends when
+            # the last is done; the received copy lives from its start.
+            for tid in range(first_send, end_send):
+                bytes_moved += t_bytes[tid]
+                dj = t_ddev[tid]
+                pair = t_sdev[tid] * n_dev + dj
+                ready_at = now + transfer_overhead
+                start = ready_at
+                end = ready_at
+                for k in range(route_ptr[pair], route_ptr[pair + 1]):
+                    r = route_res[k]
+                    begin = res_free[r] if res_free[r] > ready_at else ready_at
+                    finish = begin + res_latency[r] + t_bytes[tid] / res_bandwidth[r]
+                    res_free[r] = finish
+                    if begin > start:
+                        start = begin
+                    if finish > end:
+                        end = finish
+                t_start[tid] = start
+                t_end[tid] = end
+                if start == now:
+                    mem[dj] += t_bytes[tid]
+                    if mem[dj] > peak[dj]:
+                        peak[dj] = mem[dj]
+                    n_notes = note(record, mem_time, mem_trace, n_notes, now, mem, t_bytes[tid])
+                else:
+                    n_ev = ev_push(ev_keys, ev_vals, n_ev, start, EV_TRANSFER_START * cap + tid)
+                n_ev = ev_push(ev_keys, ev_vals, n_ev, end, EV_TRANSFER * cap + tid)
+            # A transfer that arrived: each edge it serves counts as an input of its consumer.
+            if arrived >= 0:
+                e = t_head[arrived]
+                while e >= 0:
+                    j = edge_dst[e]
+                    dj = dev[j]
+                    remaining[j] -= 1
+                    if remaining[j] == 0:
+                        ready_size[dj] = int_push(ready[dj], ready_size[dj], j)
+                    if is_sum[j] and accumulating[dj]:
+                        n_notes = add_in(e, j, dj, early, sum_allocated, output_ptr, output_bytes, edge_gout,
+                                         edge_tid, out_refs, t_refs, t_bytes, out_forward_edge, mem, peak, record,
+                                         mem_time, mem_trace, n_notes, now)
+                    e = e_next[e]
 
     return (makespan, peak, busy, bytes_moved, started, op_start, op_end,
             t_src[:n_t].copy(), t_out[:n_t].copy(), t_sdev[:n_t].copy(), t_ddev[:n_t].copy(), t_start, t_end,
