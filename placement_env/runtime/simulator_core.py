@@ -84,17 +84,16 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
     e_next = np.empty(m, np.int64)
     t_ptr = np.zeros(n + 1, np.int64)  # transfers of op i: t_ptr[i]:t_ptr[i+1]
     out_refs = np.zeros(n_out, np.int64)  # local consumers + outbound transfers per output
-    remaining = np.zeros(n, np.int64)
+    remaining = in_ptr[1:] - in_ptr[:-1]  # inputs not yet arrived, per op
     n_t = 0
     for i in range(n):
         di = dev[i]
         t_ptr[i] = n_t
         for e in range(out_ptr[i], out_ptr[i + 1]):
-            j = edge_dst[e]
-            remaining[j] += 1
             o = edge_gout[e]
             if o < 0:
                 continue
+            j = edge_dst[e]
             dj = dev[j]
             if dj == di:
                 out_refs[o] += 1
@@ -209,7 +208,9 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                 dur = op_seconds[i, d]
                 op_start[i] = now
                 alloc = 0
-                if not sum_allocated[i]:
+                # (`accumulating`, a flag per device, is tested before the per-op and per-edge flags:
+                # it is always in cache, and false on most devices)
+                if not (accumulating[d] and sum_allocated[i]):
                     for o in range(output_ptr[i], output_ptr[i + 1]):
                         alloc += output_bytes[o]
                 if alloc > 0:
@@ -323,7 +324,7 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                         remaining[j] -= 1
                         if remaining[j] == 0:
                             ready_size[dj] = int_push(ready[dj], ready_size[dj], j)
-                        if edge_gout[e] >= 0 and is_sum[j] and accumulating[dj]:
+                        if accumulating[dj] and edge_gout[e] >= 0 and is_sum[j]:
                             n_notes = add_in(e, j, dj, early, sum_allocated, output_ptr, output_bytes, edge_gout,
                                              edge_tid, out_refs, t_refs, t_bytes, out_forward_edge, mem, peak,
                                              record, mem_time, mem_trace, n_notes, now)
@@ -402,7 +403,7 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                     remaining[j] -= 1
                     if remaining[j] == 0:
                         ready_size[dj] = int_push(ready[dj], ready_size[dj], j)
-                    if is_sum[j] and accumulating[dj]:
+                    if accumulating[dj] and is_sum[j]:
                         n_notes = add_in(e, j, dj, early, sum_allocated, output_ptr, output_bytes, edge_gout,
                                          edge_tid, out_refs, t_refs, t_bytes, out_forward_edge, mem, peak, record,
                                          mem_time, mem_trace, n_notes, now)
