@@ -72,18 +72,19 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
     # ---- per-placement preparation: transfers, reference counts, in-degrees ----
     # Arrays over all edges or outputs are set as they are used rather than filled first: at
     # 50,000 ops the fills cost more than the rest of the preparation.
-    tid_of = np.empty(n_out * n_dev, np.int64)  # (output, dst device) -> transfer id, if of op i (below)
-    edge_tid = np.empty(m, np.int64)  # transfer of a data edge, -1 for a local one
+    # Index arrays take the plan's index type (int32 where it fits: less memory to wait on).
+    tid_of = np.empty(n_out * n_dev, in_ptr.dtype)  # (output, dst device) -> transfer id, if of op i (below)
+    edge_tid = np.empty(m, in_ptr.dtype)  # transfer of a data edge, -1 for a local one
     t_src = np.empty(m, np.int64)
     t_out = np.empty(m, np.int64)
     t_sdev = np.empty(m, np.int64)
     t_ddev = np.empty(m, np.int64)
     t_bytes = np.empty(m, np.int64)
-    t_refs = np.empty(m, np.int64)  # consumers of the received copy
-    t_head = np.empty(m, np.int64)  # linked list of the edges a transfer serves
-    e_next = np.empty(m, np.int64)
-    t_ptr = np.zeros(n + 1, np.int64)  # transfers of op i: t_ptr[i]:t_ptr[i+1]
-    out_refs = np.zeros(n_out, np.int64)  # local consumers + outbound transfers per output
+    t_refs = np.empty(m, in_ptr.dtype)  # consumers of the received copy
+    t_head = np.empty(m, in_ptr.dtype)  # linked list of the edges a transfer serves
+    e_next = np.empty(m, in_ptr.dtype)
+    t_ptr = np.zeros(n + 1, in_ptr.dtype)  # transfers of op i: t_ptr[i]:t_ptr[i+1]
+    out_refs = np.zeros(n_out, in_ptr.dtype)  # local consumers + outbound transfers per output
     remaining = in_ptr[1:] - in_ptr[:-1]  # inputs not yet arrived, per op
     n_t = 0
     for i in range(n):
@@ -159,8 +160,8 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
     act_vals = np.empty((n_dev, max_conc), np.int64)
     next_done = np.full(n_dev, np.inf)
     busy_since = np.zeros(n_dev)
-    done = np.empty(n + n_tasks + 1, np.int64)  # the ops (and tasks) that end at the current instant
-    ready = np.empty((n_dev, n + n_tasks), np.int64)
+    done = np.empty(n + n_tasks + 1, in_ptr.dtype)  # the ops (and tasks) that end at the current instant
+    ready = np.empty((n_dev, n + n_tasks), in_ptr.dtype)
     ready_size = np.zeros(n_dev, np.int64)
     for i in range(n):
         if remaining[i] == 0:
