@@ -62,7 +62,8 @@ from ..errors import InvalidPlacementError
 from ..opgraph import BUFFER_FORWARDING_OPS, OpGraph
 from ..placement import Measurement, check_placement, kernel_violations
 from ..schedule import Schedule
-from .simulator_core import accumulating_devices, simulate_core, simulate_many
+from .simulator_batch import accumulating_devices, simulate_many
+from .simulator_core import simulate_core
 
 __all__ = ["SIMULATOR_VERSION", "SimulationPlan", "simulate", "simulate_batch", "plan_for"]
 
