@@ -62,7 +62,8 @@ from ..errors import InvalidPlacementError
 from ..opgraph import BUFFER_FORWARDING_OPS, OpGraph
 from ..placement import Measurement, check_placement, kernel_violations
 from ..schedule import Schedule
-from .simulator_core import accumulating_devices, simulate_core, simulate_many
+from .simulator_batch import accumulating_devices, simulate_many
+from .simulator_core import simulate_core
 
 __all__ = ["SIMULATOR_VERSION", "SimulationPlan", "simulate", "simulate_batch", "plan_for"]
 
@@ -87,21 +88,25 @@ class SimulationPlan:
         self.graph, self.cluster = graph, cluster
         self.op_seconds = op_seconds
         n = graph.n_ops
+        # Indices of ops, edges and outputs as int32 where they fit: at 50,000 ops the compiled loop
+        # waits on memory, and half-size index arrays make it ~20% faster (bytes stay int64).
+        index = np.int32 if max(n, len(graph.edge_dst), len(graph.output_bytes)) < 2**31 - 1 else np.int64
         src = graph.edge_src.astype(np.int64)
-        dst = graph.edge_dst.astype(np.int64)
-        self.group = graph.group.astype(np.int64)
-        self.out_ptr = np.searchsorted(src, np.arange(n + 1)).astype(np.int64)
+        dst = graph.edge_dst.astype(index)
+        self.group = graph.group.astype(index)
+        self.out_ptr = np.searchsorted(src, np.arange(n + 1)).astype(index)
         if not np.all(np.diff(src) >= 0):  # edges are documented as sorted by source; be safe
             raise ValueError("OpGraph edges must be sorted by source op")
         self.edge_dst = dst
         slot = graph.edge_src_output.astype(np.int64)
-        self.edge_gout = np.where(slot >= 0, graph.output_ptr[src] + slot, -1).astype(np.int64)
+        self.edge_gout = np.where(slot >= 0, graph.output_ptr[src] + slot, -1).astype(index)
         self.edge_bytes = graph.edge_bytes.astype(np.int64)
-        self.in_edges = np.argsort(dst, kind="stable").astype(np.int64)
-        self.in_ptr = np.searchsorted(dst[self.in_edges], np.arange(n + 1)).astype(np.int64)
-        self.output_ptr = graph.output_ptr.astype(np.int64)
+        self.in_edges = np.argsort(dst, kind="stable").astype(index)
+        self.in_ptr = np.searchsorted(dst[self.in_edges], np.arange(n + 1)).astype(index)
+        self.output_ptr = graph.output_ptr.astype(index)
         self.output_bytes = graph.output_bytes.astype(np.int64)
-        self.forward_edge, self.out_forward_edge = self._forwarding(graph, cluster.buffer_forwarding)
+        self.forward_edge, self.out_forward_edge = (
+            a.astype(index) for a in self._forwarding(graph, cluster.buffer_forwarding))
         self.output_bytes[self.out_forward_edge >= 0] = 0  # an alias allocates nothing of its own
         self.persistent = graph.persistent_bytes.astype(np.int64)
         self.concurrency = cluster.concurrency.astype(np.int64)

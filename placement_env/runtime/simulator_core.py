@@ -1,8 +1,8 @@
 """The compiled (numba) event loop of the simulated runtime.
 
 :mod:`placement_env.runtime.simulated` documents the model and prepares the arrays;
-:func:`simulate_core` runs one placement, :func:`simulate_many` a batch. They take plain arrays
-only, so numba compiles them once (cached on disk) for every graph and cluster.
+:func:`simulate_core` runs one placement (:mod:`.simulator_batch` a batch). It takes plain arrays
+only, so numba compiles it once (cached on disk) for every graph and cluster.
 
 With ``record`` true, :func:`simulate_core` also keeps the memory timeline: the time and the bytes
 in use on every device after each non-zero change. With ``record`` false it keeps nothing more and
@@ -14,10 +14,9 @@ import numpy as np
 from numba import njit
 
 from .heaps import ev_pop, ev_push, int_pop, int_push
-from .simulator_events import (EV_CONTROL, EV_OP, EV_TRANSFER, EV_TRANSFER_START, add_in, deliver, note, release,
-                               send)
+from .simulator_events import EV_CONTROL, EV_OP, EV_TRANSFER, EV_TRANSFER_START, add_in, note, release
 
-__all__ = ["accumulating_devices", "simulate_core", "simulate_many"]
+__all__ = ["simulate_core"]
 
 _TIE_REL = 1e-12  # relative tolerance for simultaneous completions on a shared device
 
@@ -71,39 +70,46 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
     n_tasks = 2 * m if host_on else 0  # codes of the host transfers' send and receive tasks
 
     # ---- per-placement preparation: transfers, reference counts, in-degrees ----
-    tid_of = np.full(n_out * n_dev, -1, np.int64)  # (output, dst device) -> transfer id
-    edge_tid = np.full(m, -1, np.int64)
+    # Arrays over all edges or outputs are set as they are used rather than filled first: at
+    # 50,000 ops the fills cost more than the rest of the preparation.
+    # Index arrays take the plan's index type (int32 where it fits: less memory to wait on).
+    tid_of = np.empty(n_out * n_dev, in_ptr.dtype)  # (output, dst device) -> transfer id, if of op i (below)
+    edge_tid = np.empty(m, in_ptr.dtype)  # transfer of a data edge, -1 for a local one
     t_src = np.empty(m, np.int64)
     t_out = np.empty(m, np.int64)
     t_sdev = np.empty(m, np.int64)
     t_ddev = np.empty(m, np.int64)
     t_bytes = np.empty(m, np.int64)
-    t_refs = np.zeros(m, np.int64)  # consumers of the received copy
-    t_head = np.full(m, -1, np.int64)  # linked list of the edges a transfer serves
-    e_next = np.full(m, -1, np.int64)
-    t_ptr = np.zeros(n + 1, np.int64)  # transfers of op i: t_ptr[i]:t_ptr[i+1]
-    out_refs = np.zeros(n_out, np.int64)  # local consumers + outbound transfers per output
-    remaining = np.zeros(n, np.int64)
+    t_refs = np.empty(m, in_ptr.dtype)  # consumers of the received copy
+    t_head = np.empty(m, in_ptr.dtype)  # linked list of the edges a transfer serves
+    e_next = np.empty(m, in_ptr.dtype)
+    t_ptr = np.zeros(n + 1, in_ptr.dtype)  # transfers of op i: t_ptr[i]:t_ptr[i+1]
+    out_refs = np.zeros(n_out, in_ptr.dtype)  # local consumers + outbound transfers per output
+    remaining = in_ptr[1:] - in_ptr[:-1]  # inputs not yet arrived, per op
     n_t = 0
     for i in range(n):
         di = dev[i]
         t_ptr[i] = n_t
         for e in range(out_ptr[i], out_ptr[i + 1]):
-            j = edge_dst[e]
-            remaining[j] += 1
             o = edge_gout[e]
             if o < 0:
                 continue
+            j = edge_dst[e]
             dj = dev[j]
             if dj == di:
                 out_refs[o] += 1
+                edge_tid[e] = -1
             else:
+                # an entry of tid_of is valid only if it names a transfer of this op with that key
+                # (output o is op i's, so no other op's transfer has it; the rest is stale memory)
                 key = o * n_dev + dj
                 tid = tid_of[key]
-                if tid < 0:
+                if tid < t_ptr[i] or tid >= n_t or t_out[tid] != o or t_ddev[tid] != dj:
                     tid = n_t
                     n_t += 1
                     tid_of[key] = tid
+                    t_refs[tid] = 0
+                    t_head[tid] = -1
                     t_src[tid] = i
                     t_out[tid] = o
                     t_sdev[tid] = di
@@ -154,8 +160,8 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
     act_vals = np.empty((n_dev, max_conc), np.int64)
     next_done = np.full(n_dev, np.inf)
     busy_since = np.zeros(n_dev)
-    done = np.empty(n + n_tasks + 1, np.int64)  # the ops (and tasks) that end at the current instant
-    ready = np.empty((n_dev, n + n_tasks), np.int64)
+    done = np.empty(n + n_tasks + 1, in_ptr.dtype)  # the ops (and tasks) that end at the current instant
+    ready = np.empty((n_dev, n + n_tasks), in_ptr.dtype)
     ready_size = np.zeros(n_dev, np.int64)
     for i in range(n):
         if remaining[i] == 0:
@@ -203,7 +209,9 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                 dur = op_seconds[i, d]
                 op_start[i] = now
                 alloc = 0
-                if not sum_allocated[i]:
+                # (`accumulating`, a flag per device, is tested before the per-op and per-edge flags:
+                # it is always in cache, and false on most devices)
+                if not (accumulating[d] and sum_allocated[i]):
                     for o in range(output_ptr[i], output_ptr[i + 1]):
                         alloc += output_bytes[o]
                 if alloc > 0:
@@ -259,72 +267,78 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
             else:
                 next_done[d] = np.inf
                 busy[d] += now - busy_since[d]
-        for f in range(n_done):
-            i = done[f]
-            if i < 0:  # a host transfer's task: a send goes onto the interconnect, a receive delivers
-                tid = (i + n_tasks) >> 1
-                if (i + n_tasks) & 1 == 0:
+        # Then everything of this instant, one item at a time: the ops and tasks in `done`, then the
+        # other events in (kind, index) order. Each item may put transfers onto the interconnect
+        # (first_send:end_send) and have one arrive (`arrived`); both are done in one place below,
+        # written out rather than called, since a compiled call per transfer (even one numba
+        # inlines) costs NMT 10%.
+        f = 0
+        while f < n_done or (n_ev > 0 and ev_keys[0] == now):
+            if f < n_done:
+                kind = EV_OP
+                idx = done[f]
+                f += 1
+            else:
+                code = ev_vals[0]
+                n_ev = ev_pop(ev_keys, ev_vals, n_ev)
+                kind = code // cap
+                idx = code - kind * cap
+            first_send = 0
+            end_send = 0
+            arrived = -1
+            if kind == EV_OP and idx < 0:  # a host transfer's task: a send goes on, a receive arrives
+                tid = (idx + n_tasks) >> 1
+                if (idx + n_tasks) & 1 == 0:
                     free_lanes[t_sdev[tid]] += 1
-                    bytes_moved += t_bytes[tid]
-                    n_ev, n_notes = send(tid, now + transfer_overhead, route_ptr, route_res, res_free, res_latency,
-                                          res_bandwidth, t_sdev, t_ddev, t_bytes, t_start, t_end, mem, peak, record,
-                                          mem_time, mem_trace, n_notes, ev_keys, ev_vals, n_ev, cap, now)
+                    first_send = tid
+                    end_send = tid + 1
                 else:
                     free_lanes[t_ddev[tid]] += 1
                     t_end[tid] = now
-                    n_notes = deliver(tid, t_head, e_next, edge_dst, dev, remaining, ready, ready_size, is_sum,
-                                       accumulating, early, sum_allocated, output_ptr, output_bytes, edge_gout,
-                                       edge_tid, out_refs, t_refs, t_bytes, out_forward_edge, mem, peak, record,
-                                       mem_time, mem_trace, n_notes, now)
-                continue
-            di = dev[i]
-            op_end[i] = now
-            if now > makespan:
-                makespan = now
-            free_lanes[di] += 1
-            # free inputs whose last local consumer this was (an alias keeps the input it forwards)
-            for k in range(in_ptr[i], in_ptr[i + 1]):
-                e = in_edges[k]
-                if edge_gout[e] >= 0 and e != forward_edge[i] and not early[e]:
-                    n_notes = release(e, di, edge_gout, edge_tid, out_refs, t_refs, output_bytes, t_bytes,
-                                       out_forward_edge, mem, record, mem_time, mem_trace, n_notes, now)
-            # outputs nobody consumes
-            for o in range(output_ptr[i], output_ptr[i + 1]):
-                if out_refs[o] == 0:
-                    mem[di] -= output_bytes[o]
-                    n_notes = note(record, mem_time, mem_trace, n_notes, now, mem, output_bytes[o])
-                    n_notes = release(out_forward_edge[o], di, edge_gout, edge_tid, out_refs, t_refs, output_bytes,
-                                       t_bytes, out_forward_edge, mem, record, mem_time, mem_trace, n_notes, now)
-            # successors: local ones and control edges; data transfers below
-            for e in range(out_ptr[i], out_ptr[i + 1]):
-                j = edge_dst[e]
-                dj = dev[j]
-                if dj == di:
-                    remaining[j] -= 1
-                    if remaining[j] == 0:
-                        ready_size[dj] = int_push(ready[dj], ready_size[dj], j)
-                    if edge_gout[e] >= 0 and is_sum[j] and accumulating[dj]:
-                        n_notes = add_in(e, j, dj, early, sum_allocated, output_ptr, output_bytes, edge_gout,
-                                          edge_tid, out_refs, t_refs, t_bytes, out_forward_edge, mem, peak, record,
-                                          mem_time, mem_trace, n_notes, now)
-                elif edge_gout[e] < 0:
-                    n_ev = ev_push(ev_keys, ev_vals, n_ev, now + transfer_overhead + latency[di, dj],
-                                    EV_CONTROL * cap + e)
-            for tid in range(t_ptr[i], t_ptr[i + 1]):
-                if host_on:  # first the sender encodes it (a task on its device)
-                    ready_size[di] = int_push(ready[di], ready_size[di], 2 * tid - n_tasks)
-                    continue
-                bytes_moved += t_bytes[tid]
-                n_ev, n_notes = send(tid, now + transfer_overhead, route_ptr, route_res, res_free, res_latency,
-                                      res_bandwidth, t_sdev, t_ddev, t_bytes, t_start, t_end, mem, peak, record,
-                                      mem_time, mem_trace, n_notes, ev_keys, ev_vals, n_ev, cap, now)
-        # the other events of this instant
-        while n_ev > 0 and ev_keys[0] == now:
-            code = ev_vals[0]
-            n_ev = ev_pop(ev_keys, ev_vals, n_ev)
-            kind = code // cap
-            idx = code - kind * cap
-            if kind == EV_TRANSFER:
+                    arrived = tid
+            elif kind == EV_OP:
+                i = idx
+                di = dev[i]
+                op_end[i] = now
+                if now > makespan:
+                    makespan = now
+                free_lanes[di] += 1
+                # free inputs whose last local consumer this was (an alias keeps the input it forwards)
+                for k in range(in_ptr[i], in_ptr[i + 1]):
+                    e = in_edges[k]
+                    if edge_gout[e] >= 0 and e != forward_edge[i] and not early[e]:
+                        n_notes = release(e, di, edge_gout, edge_tid, out_refs, t_refs, output_bytes, t_bytes,
+                                          out_forward_edge, mem, record, mem_time, mem_trace, n_notes, now)
+                # outputs nobody consumes
+                for o in range(output_ptr[i], output_ptr[i + 1]):
+                    if out_refs[o] == 0:
+                        mem[di] -= output_bytes[o]
+                        n_notes = note(record, mem_time, mem_trace, n_notes, now, mem, output_bytes[o])
+                        n_notes = release(out_forward_edge[o], di, edge_gout, edge_tid, out_refs, t_refs,
+                                          output_bytes, t_bytes, out_forward_edge, mem, record, mem_time, mem_trace,
+                                          n_notes, now)
+                # successors: local ones and control edges; data transfers below
+                for e in range(out_ptr[i], out_ptr[i + 1]):
+                    j = edge_dst[e]
+                    dj = dev[j]
+                    if dj == di:
+                        remaining[j] -= 1
+                        if remaining[j] == 0:
+                            ready_size[dj] = int_push(ready[dj], ready_size[dj], j)
+                        if accumulating[dj] and edge_gout[e] >= 0 and is_sum[j]:
+                            n_notes = add_in(e, j, dj, early, sum_allocated, output_ptr, output_bytes, edge_gout,
+                                             edge_tid, out_refs, t_refs, t_bytes, out_forward_edge, mem, peak,
+                                             record, mem_time, mem_trace, n_notes, now)
+                    elif edge_gout[e] < 0:
+                        n_ev = ev_push(ev_keys, ev_vals, n_ev, now + transfer_overhead + latency[di, dj],
+                                       EV_CONTROL * cap + e)
+                if host_on:  # first the sender encodes each transfer (a task on its device)
+                    for tid in range(t_ptr[i], t_ptr[i + 1]):
+                        ready_size[di] = int_push(ready[di], ready_size[di], 2 * tid - n_tasks)
+                else:
+                    first_send = t_ptr[i]
+                    end_send = t_ptr[i + 1]
+            elif kind == EV_TRANSFER:  # off the interconnect: the sender's copy is released
                 tid = idx
                 o = t_out[tid]
                 out_refs[o] -= 1
@@ -332,87 +346,70 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                     mem[t_sdev[tid]] -= output_bytes[o]
                     n_notes = note(record, mem_time, mem_trace, n_notes, now, mem, output_bytes[o])
                     n_notes = release(out_forward_edge[o], t_sdev[tid], edge_gout, edge_tid, out_refs, t_refs,
-                                       output_bytes, t_bytes, out_forward_edge, mem, record, mem_time, mem_trace,
-                                       n_notes, now)
+                                      output_bytes, t_bytes, out_forward_edge, mem, record, mem_time, mem_trace,
+                                      n_notes, now)
                 if host_on:  # then the receiver decodes it (a task on its device)
                     dj = t_ddev[tid]
                     ready_size[dj] = int_push(ready[dj], ready_size[dj], 2 * tid + 1 - n_tasks)
                 else:
-                    n_notes = deliver(tid, t_head, e_next, edge_dst, dev, remaining, ready, ready_size, is_sum,
-                                       accumulating, early, sum_allocated, output_ptr, output_bytes, edge_gout,
-                                       edge_tid, out_refs, t_refs, t_bytes, out_forward_edge, mem, peak, record,
-                                       mem_time, mem_trace, n_notes, now)
+                    arrived = tid
             elif kind == EV_TRANSFER_START:
                 dj = t_ddev[idx]
                 mem[dj] += t_bytes[idx]
                 if mem[dj] > peak[dj]:
                     peak[dj] = mem[dj]
                 n_notes = note(record, mem_time, mem_trace, n_notes, now, mem, t_bytes[idx])
-            else:
+            else:  # EV_CONTROL
                 j = edge_dst[idx]
                 remaining[j] -= 1
                 if remaining[j] == 0:
                     dj = dev[j]
                     ready_size[dj] = int_push(ready[dj], ready_size[dj], j)
+            # Put each transfer on its route after the fixed overhead: it streams through every
+            # directed link of the route at once; each link serves its transfers FIFO, each for
+            # latency + bytes / bandwidth. It starts once all its links have begun and ends when
+            # the last is done; the received copy lives from its start.
+            for tid in range(first_send, end_send):
+                bytes_moved += t_bytes[tid]
+                dj = t_ddev[tid]
+                pair = t_sdev[tid] * n_dev + dj
+                ready_at = now + transfer_overhead
+                start = ready_at
+                end = ready_at
+                for k in range(route_ptr[pair], route_ptr[pair + 1]):
+                    r = route_res[k]
+                    begin = res_free[r] if res_free[r] > ready_at else ready_at
+                    finish = begin + res_latency[r] + t_bytes[tid] / res_bandwidth[r]
+                    res_free[r] = finish
+                    if begin > start:
+                        start = begin
+                    if finish > end:
+                        end = finish
+                t_start[tid] = start
+                t_end[tid] = end
+                if start == now:
+                    mem[dj] += t_bytes[tid]
+                    if mem[dj] > peak[dj]:
+                        peak[dj] = mem[dj]
+                    n_notes = note(record, mem_time, mem_trace, n_notes, now, mem, t_bytes[tid])
+                else:
+                    n_ev = ev_push(ev_keys, ev_vals, n_ev, start, EV_TRANSFER_START * cap + tid)
+                n_ev = ev_push(ev_keys, ev_vals, n_ev, end, EV_TRANSFER * cap + tid)
+            # A transfer that arrived: each edge it serves counts as an input of its consumer.
+            if arrived >= 0:
+                e = t_head[arrived]
+                while e >= 0:
+                    j = edge_dst[e]
+                    dj = dev[j]
+                    remaining[j] -= 1
+                    if remaining[j] == 0:
+                        ready_size[dj] = int_push(ready[dj], ready_size[dj], j)
+                    if accumulating[dj] and is_sum[j]:
+                        n_notes = add_in(e, j, dj, early, sum_allocated, output_ptr, output_bytes, edge_gout,
+                                         edge_tid, out_refs, t_refs, t_bytes, out_forward_edge, mem, peak, record,
+                                         mem_time, mem_trace, n_notes, now)
+                    e = e_next[e]
 
     return (makespan, peak, busy, bytes_moved, started, op_start, op_end,
             t_src[:n_t].copy(), t_out[:n_t].copy(), t_sdev[:n_t].copy(), t_ddev[:n_t].copy(), t_start, t_end,
             t_bytes[:n_t].copy(), mem_time[:n_notes].copy(), mem_trace[:n_notes].copy())
-
-
-# Grappler's memory optimizer rewrites a device's sums into accumulations once its (static) peak
-# passes this share of the device's memory (memory_optimizer.cc, SchedulingPass: 0.8).
-_SUM_REWRITE_SHARE = 0.8
-
-
-@njit(cache=True)
-def accumulating_devices(dev, is_sum, peak, capacity):
-    """Per device: whether a step with ``peak`` bytes there would have its sums (``is_sum``, placed by
-    ``dev``) rewritten into accumulations. All false when there is nothing to rewrite."""
-    n_dev = capacity.shape[0]
-    has_sum = np.zeros(n_dev, np.bool_)
-    for i in range(dev.shape[0]):
-        if is_sum[i]:
-            has_sum[dev[i]] = True
-    out = np.zeros(n_dev, np.bool_)
-    for d in range(n_dev):
-        out[d] = has_sum[d] and peak[d] > _SUM_REWRITE_SHARE * capacity[d]
-    return out
-
-
-@njit(cache=True)
-def simulate_many(placements, group, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
-                  output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency, op_share,
-                  latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed,
-                  host_per_byte, is_sum, capacity):
-    """:func:`simulate_core` for every row of ``placements`` (device per group; ``group``: group per op),
-    each run a second time with accumulating sums where its first run's peak calls for it.
-
-    Returns (runtimes, peaks [k, device], busy seconds [k, device], bytes moved); records no schedule.
-    """
-    k = placements.shape[0]
-    n_dev = concurrency.shape[0]
-    runtimes = np.empty(k)
-    peaks = np.empty((k, n_dev), np.int64)
-    busys = np.empty((k, n_dev))
-    moved = np.empty(k, np.int64)
-    dev = np.empty(group.shape[0], np.int64)
-    accumulating = np.zeros(n_dev, np.bool_)
-    for r in range(k):
-        for i in range(group.shape[0]):
-            dev[i] = placements[r, group[i]]
-        res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
-                            output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency,
-                            op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
-                            host_on, host_fixed, host_per_byte, is_sum, accumulating, False)
-        rewrite = accumulating_devices(dev, is_sum, res[1], capacity)
-        if rewrite.any():
-            res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
-                                output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency,
-                                op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
-                                transfer_overhead, host_on, host_fixed, host_per_byte, is_sum, rewrite, False)
-        runtimes[r] = res[0]
-        peaks[r] = res[1]
-        busys[r] = res[2]
-        moved[r] = res[3]
-    return runtimes, peaks, busys, moved

@@ -1,14 +1,12 @@
 """Compiled (numba) steps of the simulator's event loop that several events share: the memory
-timeline, freeing buffers, a sum adding an input in, putting a transfer on its route, and a
-transfer's arrival. :mod:`placement_env.runtime.simulator_core` runs the loop.
+timeline, freeing buffers and a sum adding an input in. :mod:`placement_env.runtime.simulator_core`
+runs the loop (and writes out the per-transfer steps itself: a compiled call per transfer is slow).
 """
 from __future__ import annotations
 
 from numba import njit
 
-from .heaps import ev_push, int_push
-
-__all__ = ["EV_CONTROL", "EV_OP", "EV_TRANSFER", "EV_TRANSFER_START", "add_in", "deliver", "note", "release", "send"]
+__all__ = ["EV_CONTROL", "EV_OP", "EV_TRANSFER", "EV_TRANSFER_START", "add_in", "note", "release"]
 
 # Event kinds, in the order events of one instant are processed.
 EV_OP = 0
@@ -69,56 +67,3 @@ def add_in(e, j, d, early, sum_allocated, output_ptr, output_bytes, edge_gout, e
     early[e] = True
     return release(e, d, edge_gout, edge_tid, out_refs, t_refs, output_bytes, t_bytes, out_forward_edge, mem,
                     record, mem_time, mem_trace, n_notes, now)
-
-
-@njit(cache=True)
-def send(tid, ready_at, route_ptr, route_res, res_free, res_latency, res_bandwidth, t_sdev, t_ddev, t_bytes, t_start,
-          t_end, mem, peak, record, mem_time, mem_trace, n_notes, ev_keys, ev_vals, n_ev, cap, now):
-    """Put transfer ``tid`` on its route from ``ready_at``: it streams through every directed link
-    of the route at once; each link serves its transfers FIFO, each for latency + bytes / bandwidth.
-    It starts once all its links have begun and ends when the last is done. Returns (events, notes)."""
-    n_dev = mem.shape[0]
-    dj = t_ddev[tid]
-    pair = t_sdev[tid] * n_dev + dj
-    start = ready_at
-    end = ready_at
-    for k in range(route_ptr[pair], route_ptr[pair + 1]):
-        r = route_res[k]
-        begin = res_free[r] if res_free[r] > ready_at else ready_at
-        finish = begin + res_latency[r] + t_bytes[tid] / res_bandwidth[r]
-        res_free[r] = finish
-        if begin > start:
-            start = begin
-        if finish > end:
-            end = finish
-    t_start[tid] = start
-    t_end[tid] = end
-    if start == now:  # the received copy lives from the transfer's start
-        mem[dj] += t_bytes[tid]
-        if mem[dj] > peak[dj]:
-            peak[dj] = mem[dj]
-        n_notes = note(record, mem_time, mem_trace, n_notes, now, mem, t_bytes[tid])
-    else:
-        n_ev = ev_push(ev_keys, ev_vals, n_ev, start, EV_TRANSFER_START * cap + tid)
-    n_ev = ev_push(ev_keys, ev_vals, n_ev, end, EV_TRANSFER * cap + tid)
-    return n_ev, n_notes
-
-
-@njit(cache=True)
-def deliver(tid, t_head, e_next, edge_dst, dev, remaining, ready, ready_size, is_sum, accumulating, early,
-             sum_allocated, output_ptr, output_bytes, edge_gout, edge_tid, out_refs, t_refs, t_bytes, out_forward_edge,
-             mem, peak, record, mem_time, mem_trace, n_notes, now):
-    """Transfer ``tid`` has arrived: each edge it serves counts as an input of its consumer. Returns the notes."""
-    e = t_head[tid]
-    while e >= 0:
-        j = edge_dst[e]
-        dj = dev[j]
-        remaining[j] -= 1
-        if remaining[j] == 0:
-            ready_size[dj] = int_push(ready[dj], ready_size[dj], j)
-        if is_sum[j] and accumulating[dj]:
-            n_notes = add_in(e, j, dj, early, sum_allocated, output_ptr, output_bytes, edge_gout,
-                              edge_tid, out_refs, t_refs, t_bytes, out_forward_edge, mem, peak, record,
-                              mem_time, mem_trace, n_notes, now)
-        e = e_next[e]
-    return n_notes

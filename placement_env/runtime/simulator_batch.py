@@ -1,0 +1,69 @@
+"""The compiled (numba) batch of the simulated runtime: :func:`simulate_many` runs
+:func:`~placement_env.runtime.simulator_core.simulate_core` for many placements in one call, and
+:func:`accumulating_devices` decides where a step is rerun with grappler's sum accumulation.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .simulator_core import simulate_core
+
+__all__ = ["accumulating_devices", "simulate_many"]
+
+# Grappler's memory optimizer rewrites a device's sums into accumulations once its (static) peak
+# passes this share of the device's memory (memory_optimizer.cc, SchedulingPass: 0.8).
+_SUM_REWRITE_SHARE = 0.8
+
+
+@njit(cache=True)
+def accumulating_devices(dev, is_sum, peak, capacity):
+    """Per device: whether a step with ``peak`` bytes there would have its sums (``is_sum``, placed by
+    ``dev``) rewritten into accumulations. All false when there is nothing to rewrite."""
+    n_dev = capacity.shape[0]
+    has_sum = np.zeros(n_dev, np.bool_)
+    for i in range(dev.shape[0]):
+        if is_sum[i]:
+            has_sum[dev[i]] = True
+    out = np.zeros(n_dev, np.bool_)
+    for d in range(n_dev):
+        out[d] = has_sum[d] and peak[d] > _SUM_REWRITE_SHARE * capacity[d]
+    return out
+
+
+@njit(cache=True)
+def simulate_many(placements, group, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
+                  output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency, op_share,
+                  latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed,
+                  host_per_byte, is_sum, capacity):
+    """:func:`simulate_core` for every row of ``placements`` (device per group; ``group``: group per op),
+    each run a second time with accumulating sums where its first run's peak calls for it.
+
+    Returns (runtimes, peaks [k, device], busy seconds [k, device], bytes moved); records no schedule.
+    """
+    k = placements.shape[0]
+    n_dev = concurrency.shape[0]
+    runtimes = np.empty(k)
+    peaks = np.empty((k, n_dev), np.int64)
+    busys = np.empty((k, n_dev))
+    moved = np.empty(k, np.int64)
+    dev = np.empty(group.shape[0], np.int64)
+    accumulating = np.zeros(n_dev, np.bool_)
+    for r in range(k):
+        for i in range(group.shape[0]):
+            dev[i] = placements[r, group[i]]
+        res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
+                            output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency,
+                            op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
+                            host_on, host_fixed, host_per_byte, is_sum, accumulating, False)
+        rewrite = accumulating_devices(dev, is_sum, res[1], capacity)
+        if rewrite.any():
+            res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
+                                output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency,
+                                op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
+                                transfer_overhead, host_on, host_fixed, host_per_byte, is_sum, rewrite, False)
+        runtimes[r] = res[0]
+        peaks[r] = res[1]
+        busys[r] = res[2]
+        moved[r] = res[3]
+    return runtimes, peaks, busys, moved
