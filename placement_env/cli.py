@@ -13,6 +13,7 @@ from .benchmarks import load_benchmark
 from .cluster import load_cluster, preset_names
 from .errors import PlacementEnvError
 from .grouping import DEFAULT_MAX_GROUPS, group_ops
+from .harness.suites import SUITES
 from .opgraph import DEVICE_KINDS, OpGraph
 from .output_paths import check_output_file, check_output_folder
 from .quiet_tf import import_tensorflow_quietly
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     fit.add_argument("--starts", type=int, default=3, help="optimiser starts per fit (default: %(default)s)")
     fit.add_argument("--save", action="store_true", help="store the all-model fit as the K80 machine's parameters")
     run = commands.add_parser("run", help="run placement methods over a benchmark suite into a results file")
-    run.add_argument("--suite", default="tiny", help="paper, tiny, generalisation, generalisation-train or generalisation-test (default: %(default)s)")
+    run.add_argument("--suite", default="tiny", help=f"one of {', '.join(SUITES)} (default: %(default)s)")
     run.add_argument("--methods", nargs="+", default=["all"],
                      help="built-in method names, 'package.module:callable', or all (default)")
     run.add_argument("--budget", type=int, default=100, help="runtime evaluations per method and task; 0 for zero-shot methods (default: %(default)s)")
