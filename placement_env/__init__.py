@@ -33,6 +33,8 @@ _LAZY = {
     "cluster_from_spec": "placement_env.cluster",
     "evaluate": "placement_env.evaluation",
     "lower_bound": "placement_env.evaluation",
+    "sequential_peak_bytes": "placement_env.memory_estimate",
+    "sequential_memory": "placement_env.memory_estimate",
     "Evaluator": "placement_env.evaluation",
     "DevicePlacementEnv": "placement_env.env",
     "graph_features": "placement_env.env.features",

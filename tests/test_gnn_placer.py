@@ -207,3 +207,44 @@ def test_a_stop_request_ends_pretraining_with_its_files_written(tmp_path):
                       progress=False, stop=stop)
     assert result.updates == 0 and set(result.greedy) == {t.name for t in load_suite("tiny")}
     assert load_network(tmp_path / "checkpoint.pt")[2]["updates"] == 0
+
+
+def _with_gpu_memory(cluster, device: int, memory_bytes: int):
+    devices = list(cluster.devices)
+    devices[device] = dataclasses.replace(devices[device], memory_bytes=int(memory_bytes))
+    return dataclasses.replace(cluster, devices=tuple(devices))
+
+
+def test_memory_fit_moves_groups_off_a_full_gpu_to_the_gpu_with_room(tiny, paper2):
+    from agents.gnn_placer.memory_fit import fit_in_memory
+
+    allowed = pe.Problem.make(tiny, paper2).allowed
+    on_gpu1 = np.where(allowed[:, 1], 1, 0)
+    need = pe.sequential_peak_bytes(tiny, paper2, on_gpu1)[1]
+    small = _with_gpu_memory(paper2, 1, 0.6 * need)  # GPU 1 holds 60% of what the placement needs there
+    problem = pe.Problem.make(tiny, small)
+    # the network's view: GPU 1 first, then the CPU, then GPU 2 (the CPU must still not be chosen: GPUs first)
+    log_probs = np.log(np.where(allowed, np.array([0.3, 0.6, 0.1]), 1e-300))
+    fitted = fit_in_memory(problem, on_gpu1, log_probs, margin=1.0)
+    assert pe.sequential_peak_bytes(tiny, small, fitted)[1] <= 0.6 * need
+    moved = fitted != on_gpu1
+    assert moved.any() and (fitted[moved] == 2).all()
+    assert (fitted[~moved] == on_gpu1[~moved]).all()
+    # a placement that fits is returned as it is; bad arguments are named
+    roomy = pe.Problem.make(tiny, paper2)
+    assert (fit_in_memory(roomy, on_gpu1, log_probs) == on_gpu1).all()
+    with pytest.raises(ValueError, match="margin=0.5"):
+        fit_in_memory(roomy, on_gpu1, log_probs, margin=0.5)
+    with pytest.raises(ValueError, match="log_probs has shape"):
+        fit_in_memory(roomy, on_gpu1, log_probs[:, :2])
+
+
+def test_zero_shot_placement_fits_the_memory_estimate(tiny, paper2):
+    allowed = pe.Problem.make(tiny, paper2).allowed
+    need = pe.sequential_peak_bytes(tiny, paper2, np.where(allowed[:, 1], 1, 0))[1]
+    small = _with_gpu_memory(_with_gpu_memory(paper2, 1, 0.5 * need), 2, 0.5 * need)
+    placement = place_zero_shot(pe.Problem.make(tiny, small, budget=0))
+    from agents.gnn_placer.memory_fit import MEMORY_MARGIN
+
+    estimate = pe.sequential_peak_bytes(tiny, small, placement)
+    assert (estimate[1:] <= 0.5 * need / MEMORY_MARGIN).all()

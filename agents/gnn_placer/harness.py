@@ -2,7 +2,8 @@
 (``placement-env run --suite generalisation-test --methods agents.gnn_placer:place_zero_shot``).
 
 ``place_zero_shot`` answers without evaluating anything on the graph (any budget, 0 included): the greedy
-placement of the checkpoint's network. ``place_fine_tune`` evaluates that greedy placement, then trains the
+placement of the checkpoint's network, with groups moved off any device whose estimated peak memory is over
+its capacity (:mod:`.memory_fit`). ``place_fine_tune`` evaluates that placement, then trains the
 network on this one graph with the pre-training's update (REINFORCE with self-imitation of the best placement
 so far, :class:`Trainer`) at a lower learning rate within ``problem.budget`` evaluations, and returns the
 fastest placement it evaluated.
@@ -17,17 +18,24 @@ import numpy as np
 from placement_env import Problem
 
 from .checkpoint import load_network
-from .task import make_task
+from .memory_fit import fit_in_memory
+from .task import PlacementTask, make_task
 from .trainer import Trainer
 
 FINE_TUNE_LR = 3e-4
 DEFAULT_FINE_TUNE_BUDGET = 1000  # when the problem's budget is unlimited
 
 
+def zero_shot(trainer: Trainer, task: PlacementTask) -> np.ndarray:
+    """The network's greedy placement of ``task``, fitted into memory (no evaluation)."""
+    log_probs = trainer.log_probs(task)
+    return fit_in_memory(task.problem, log_probs.argmax(axis=1), log_probs)
+
+
 def place_zero_shot(problem: Problem, *, checkpoint: Path | None = None) -> np.ndarray:
-    """Harness method: the checkpoint's greedy placement (no evaluation)."""
+    """Harness method: the checkpoint's greedy placement, fitted into memory (no evaluation)."""
     net, config, _ = load_network(checkpoint)
-    return Trainer(net, config).greedy(make_task(problem))
+    return zero_shot(Trainer(net, config), make_task(problem))
 
 
 def place_fine_tune(problem: Problem, *, checkpoint: Path | None = None, samples: int = 16) -> np.ndarray:
@@ -37,7 +45,7 @@ def place_fine_tune(problem: Problem, *, checkpoint: Path | None = None, samples
     task = make_task(problem)
     trainer = Trainer(net, dataclasses.replace(config, lr=FINE_TUNE_LR),
                       seed=int(problem.rng.integers(2**31 - 1)))
-    start = trainer.greedy(task)
+    start = zero_shot(trainer, task)
     left = problem.budget_left if problem.budget is not None else DEFAULT_FINE_TUNE_BUDGET
     if left >= 1:
         problem.evaluate(start)

@@ -22,7 +22,7 @@ import torch
 from torch.nn import functional
 
 from .network import GnnPlacerNet
-from .policy import greedy, sample
+from .policy import greedy, group_log_probs, sample
 from .rewards import advantages, rewards
 from .task import PlacementTask
 
@@ -108,3 +108,8 @@ class Trainer:
         """The most likely placement of ``task``'s graph (no evaluation)."""
         with torch.no_grad():
             return greedy(self.net(task.inputs)).numpy()
+
+    def log_probs(self, task: PlacementTask) -> np.ndarray:
+        """[n_groups, n_devices]: each group's device log-probabilities on ``task``'s cluster (-inf where masked)."""
+        with torch.no_grad():
+            return group_log_probs(self.net(task.inputs))[:, :task.problem.cluster.n_devices].numpy()
