@@ -16,8 +16,9 @@
 ``--costs``: the op costs the simulator scales, grappler's ``analytical`` ones (default) or the
 ``measured`` profiles, which are the workers' own kernel times and so are kept at scale 1 unless
 ``--measured-scale fitted``. ``--link-runs``: link microbenchmark results from which the host
-transfer's bandwidth is taken (:func:`placement_env.calibration.link_rows.host_bandwidth_from_links`)
-instead of fitted.
+transfer's bandwidth is taken (:func:`placement_env.calibration.host_bandwidth_from_files`)
+instead of fitted. ``placement-env calibrate BENCH [BENCH ...] --link-runs FILE`` is the same fit as a
+command (analytical costs, K-fold held-out scores per graph instead of held-out graphs).
 
 ``keras-branches`` is a user's Keras model (three parallel dense branches, concatenated) imported
 with ``pe.from_tf``. The measurements are written to ``--out`` as JSON; ``--reuse`` refits and
@@ -89,31 +90,22 @@ def score(fit_names: list[str], names: list[str], cluster, data: dict, costs: st
     ``costs`` ("analytical" or "measured") as the op costs at scale 1, ``host_bandwidth`` (if
     given) as the host transfer's bandwidth instead of a fitted one, and the op-cost scale fitted
     or kept at 1 (``fit_scale``)."""
-    from placement_env.calibration import Dataset, fidelity, fit_datasets
-    from placement_env.calibration.fit import predicted_runtimes, simulated_runtimes
-    from placement_env.costs import analytical_costs
+    from placement_env.calibration import fit_datasets, measured_dataset, score_graph
+    from placement_env.costs import OpCosts, analytical_costs
 
-    graphs, datasets = {}, {}
+    datasets = {}
     for name in names:
-        graph = graphs[name] = load_graph(name)
-        placements = np.asarray(data[name]["placements"], dtype=np.int64)
-        measured = np.asarray(data[name]["measured_s"], dtype=float)
-        ok = np.isfinite(measured)
-        overhead = np.asarray(cluster.op_overhead_s)[None, :]
-        if costs == "measured":
-            base = np.asarray(data[name]["op_seconds"], dtype=float)  # kernel times: no executor overhead
-        else:
-            base = analytical_costs(graph, cluster).seconds - overhead
-        datasets[name] = (Dataset(graph, base, placements[ok], measured[ok]), base + overhead)
-    fit = fit_datasets([datasets[n][0] for n in fit_names], cluster, host_bandwidth=host_bandwidth, fit_scale=fit_scale)
+        graph = load_graph(name)
+        op_costs = (OpCosts(data[name]["op_seconds"], source=f"measured on {cluster.name}")  # kernel times
+                    if costs == "measured" else analytical_costs(graph, cluster))
+        datasets[name] = measured_dataset(graph, cluster, op_costs, data[name]["placements"], data[name]["measured_s"])
+    fit = fit_datasets([datasets[n] for n in fit_names], cluster, host_bandwidth=host_bandwidth, fit_scale=fit_scale)
     rows = []
     for name in names:
-        data_set, seconds = datasets[name]
-        before = fidelity(simulated_runtimes(data_set.graph, cluster, seconds, data_set.placements), data_set.measured)
-        after = fidelity(predicted_runtimes(data_set.graph, cluster, data_set.base_seconds, fit, data_set.placements),
-                         data_set.measured)
+        scored = score_graph(datasets[name], cluster, fit)
+        before, after = scored.before, scored.after
         rows.append({"graph": name, "role": "fit" if name in fit_names else "held out", "n": after["n"],
-                     "measured_min_s": float(data_set.measured.min()), "measured_max_s": float(data_set.measured.max()),
+                     "measured_min_s": float(scored.measured_s.min()), "measured_max_s": float(scored.measured_s.max()),
                      "spearman_before": before["spearman"], "spearman_after": after["spearman"],
                      "mape_before": before["mape"], "mape_after": after["mape"]})
     host = fit.host_transfer
@@ -186,10 +178,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         Path(args.out).write_text(json.dumps({"cluster": args.cluster, "measurements": data}))
     host_bandwidth = None
     if args.link_runs:
-        from placement_env.calibration.link_rows import host_bandwidth_from_links
+        from placement_env.calibration import host_bandwidth_from_files
 
-        host_bandwidth = host_bandwidth_from_links([row for path in args.link_runs
-                                                    for row in json.loads(Path(path).read_text())["rows"]])
+        host_bandwidth = host_bandwidth_from_files(args.link_runs)
         print(f"host transfer bandwidth from {len(args.link_runs)} link run(s): {host_bandwidth / 1e9:.3g} GB/s at each end")
     fit_scale = args.costs == "analytical" or args.measured_scale == "fitted"
     rows = score(args.fit, names, cluster, data, args.costs, host_bandwidth, fit_scale)

@@ -11,7 +11,7 @@ from tqdm import tqdm
 
 from .benchmarks import load_benchmark
 from .cluster import load_cluster, preset_names
-from .errors import PlacementEnvError
+from .errors import LinkRunsError, PlacementEnvError
 from .grouping import DEFAULT_MAX_GROUPS, group_ops
 from .harness.suites import SUITES
 from .opgraph import DEVICE_KINDS, OpGraph
@@ -32,8 +32,12 @@ def main(argv: list[str] | None = None) -> int:
     clusters = commands.add_parser("cluster", help="describe a cluster preset, local:N, or a cluster JSON file")
     clusters.add_argument("name", nargs="?", help="preset name (omit to list the presets)")
     cal = commands.add_parser("calibrate", help="measure random placements on local TF workers and fit the simulator")
-    cal.add_argument("benchmark", nargs="?", default="rnnlm-tiny", help="a small benchmark (default: %(default)s)")
-    cal.add_argument("--cluster", default="local:2", help="a local:N cluster (default: %(default)s)")
+    cal.add_argument("benchmarks", nargs="*", default=["rnnlm-tiny"], metavar="BENCHMARK",
+                     help="small benchmarks, each measured and all fitted at once (default: rnnlm-tiny)")
+    cal.add_argument("--link-runs", nargs="+", default=[], metavar="FILE",
+                     help="link microbenchmark results (python -m experiments.link_microbenchmark --out): the host "
+                          "transfer's bandwidth comes from their large tensors instead of the fit")
+    cal.add_argument("--cluster", default="local:2", help="a local:N cluster, or a JSON of one (default: %(default)s)")
     cal.add_argument("-n", "--placements", type=int, default=30, help="random placements to measure (default: %(default)s)")
     cal.add_argument("--seed", type=int, default=0)
     cal.add_argument("-o", "--output", help="write the calibrated cluster JSON here (use it as cluster=<path>)")
@@ -123,12 +127,39 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> None:
-    from .calibration import calibrate
+    """One benchmark without link runs: :func:`calibrate`; else one fit to all (:func:`calibrate_graphs`).
+    Every argument is checked before the workers start."""
+    from .calibration import calibrate, calibrate_graphs, host_bandwidth_from_files
 
+    if args.placements < 4:
+        raise ValueError(f"-n/--placements {args.placements}: expected an integer >= 4 (the fit has 4 or more free "
+                         "parameters and needs at least as many measurements)")
+    repeated = sorted({b for b in args.benchmarks if args.benchmarks.count(b) > 1})
+    if repeated:
+        raise ValueError(f"benchmarks {', '.join(repeated)} given more than once: name each benchmark once")
+    cluster = load_cluster(args.cluster)
+    if cluster.local_workers == 0 and not cluster.remote_target:
+        raise ValueError(f"--cluster {args.cluster}: calibrate measures on TF workers, and this cluster has none; "
+                         "give local:N, or the JSON of a local:N or remote TF cluster")
+    host_bandwidth = None
+    if args.link_runs:
+        if cluster.host_transfer is None:
+            raise ValueError(f"--link-runs: cluster {args.cluster} has no host transfer for their bandwidth "
+                             "(local:N clusters have one)")
+        try:
+            host_bandwidth = host_bandwidth_from_files(args.link_runs)
+        except LinkRunsError as error:
+            raise LinkRunsError(f"--link-runs: {error}") from None
+        print(f"host transfer bandwidth from {len(args.link_runs)} link run(s): {host_bandwidth / 1e9:.3g} GB/s "
+              "at each end")
     if args.output:
         check_output_file(args.output, "-o/--output")  # before minutes of measuring, not after
-    result = calibrate(_load_graph(args.benchmark, DEFAULT_MAX_GROUPS), load_cluster(args.cluster),
-                       n_placements=args.placements, seed=args.seed)
+    graphs = [_load_graph(b, DEFAULT_MAX_GROUPS) for b in args.benchmarks]
+    if len(graphs) == 1 and host_bandwidth is None:
+        result = calibrate(graphs[0], cluster, n_placements=args.placements, seed=args.seed)
+    else:
+        result = calibrate_graphs(graphs, cluster, n_placements=args.placements, seed=args.seed,
+                                  host_bandwidth=host_bandwidth)
     print(result.summary())
     if args.output:
         result.cluster.save(args.output)

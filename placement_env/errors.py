@@ -29,6 +29,7 @@ __all__ = [
     "NoExpertPlacementError",
     "CheckpointMismatchError",
     "OutputPathError",
+    "LinkRunsError",
 ]
 
 
@@ -139,6 +140,11 @@ class UnknownMethodError(PlacementEnvError, KeyError):
 class OutputPathError(PlacementEnvError, ValueError):
     """A file or folder a command is to write that cannot be written (a file where a folder is asked,
     a path under a file, a folder without write permission)."""
+
+
+class LinkRunsError(PlacementEnvError, ValueError):
+    """A link microbenchmark results file (``calibrate --link-runs``) that is missing, not JSON, has no
+    usable rows, or whose rows give no host transfer bandwidth."""
 
 
 class ResultsFormatError(PlacementEnvError, ValueError):

@@ -248,3 +248,49 @@ def test_real_calibration_on_local2(synth, local2):
     assert cal.after["spearman"] > 0.5, cal.summary()
     assert cal.after["mape"] < cal.before["mape"], cal.summary()
     assert cal.heldout["spearman"] > 0.3, cal.summary()
+
+
+def test_pooled_calibration_with_link_runs_recovers_the_workers(synth, tiny, local2, tmp_path):
+    # true workers: each end of a tensor 300 us + bytes at 0.5 GB/s of its CPU, 40 us on the link; a
+    # link run file of that host gives the bandwidth, the pooled fit the rest, scored per graph
+    from placement_env.calibration import fit_pooled, host_bandwidth_from_files, measured_dataset
+    from placement_env.cluster import HostTransfer
+
+    truth = dataclasses.replace(with_link(local2, local2.bandwidth[0, 1], 40e-6),
+                                host_transfer=HostTransfer(300e-6, 0.5e9))
+    rows = [{"bytes": b, "destinations": 1, "measured_s": 0.002 + 300e-6 + 2 * b / 0.5e9, "one_worker_s": 0.002}
+            for b in (4e6, 16e6, 64e6)]
+    (tmp_path / "links.json").write_text(json.dumps({"rows": rows}))
+    bandwidth = host_bandwidth_from_files([tmp_path / "links.json"])
+    assert bandwidth == pytest.approx(0.5e9)
+    datasets = []
+    for graph in (synth, tiny):
+        costs = analytical_costs(graph, local2)
+        placements = random_placements(graph, local2, 10, 1, spread="dirichlet")
+        measured = simulated_runtimes(graph, truth, _raw(costs, local2) * 3.0 + 5e-6, placements)
+        # one more placement whose measurement failed (nan): left out
+        datasets.append(measured_dataset(graph, local2, costs, np.vstack([placements, placements[:1]]),
+                                         np.append(measured, np.nan)))
+    assert [len(d.measured) for d in datasets] == [10, 10]
+    cal = fit_pooled(datasets, local2, folds=2, host_bandwidth=bandwidth)
+    assert cal.fit.host_transfer.bandwidth == bandwidth
+    assert cal.fit.host_transfer.per_tensor_s == pytest.approx(300e-6, rel=0.05)
+    assert np.allclose(cal.fit.scale, 3.0, rtol=0.05) and cal.fit.latency == pytest.approx(40e-6, rel=0.05)
+    assert [g.name for g in cal.graphs] == ["synthetic-tiny", "rnnlm-tiny"] and cal.folds == 2
+    for g in cal.graphs:
+        # held out: each placement by a fit on half the placements of both graphs, which this rugged loss
+        # fits less exactly; in the right order, so they rank as measured
+        assert g.before["mape"] > 0.5 and g.after["mape"] < 0.01, (g.name, cal.summary())
+        assert g.heldout["n"] == 10 and g.heldout["mape"] < 0.25 and g.heldout["spearman"] > 0.9, (g.name, cal.summary())
+    # the calibrated cluster carries the fit: analytical costs on it are the fitted op costs
+    assert cal.cluster.host_transfer == cal.fit.host_transfer and cal.cluster.local_workers == 2
+    assert np.allclose(cal.cluster.op_overhead_s, cal.fit.overhead)
+    fitted = datasets[1].base_seconds * cal.fit.scale[None, :] + cal.fit.overhead[None, :]
+    assert np.allclose(analytical_costs(tiny, cal.cluster).seconds.sum(axis=0), fitted.sum(axis=0), rtol=0.02)
+    text = cal.summary()
+    assert "(one fit)" in text and "from the link runs" in text and "2-fold held-out" in text and "rnnlm-tiny" in text
+    with pytest.raises(ValueError, match=r"graphs \['rnnlm-tiny'\] given more than once"):
+        fit_pooled([datasets[1], datasets[1]], local2, folds=0)
+    links_only = dataclasses.replace(local2, host_transfer=None)
+    with pytest.raises(ValueError, match="has no host transfer"):
+        fit_pooled(datasets, links_only, folds=0, host_bandwidth=bandwidth)

@@ -46,7 +46,7 @@ def test_calibrate_needs_enough_placements(capsys):
     from placement_env.cli import main
 
     assert main(["calibrate", "rnnlm-tiny", "-n", "0"]) == 2
-    assert "n_placements = 0; expected an integer >= 4" in capsys.readouterr().err
+    assert "-n/--placements 0: expected an integer >= 4" in capsys.readouterr().err
 
 
 def test_output_paths_that_cannot_be_written_are_a_sentence_before_any_work(tmp_path, capsys):

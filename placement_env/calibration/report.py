@@ -18,13 +18,11 @@ from ..cluster import Cluster
 from ..costs import OpCosts
 from ..opgraph import OpGraph
 from .calibrated import calibrated_cluster, speed_scale
+from .datasets import raw_op_seconds, start_overhead
 from .fit import FitResult, fit_simulator, fitted_costs, predicted_runtimes, simulated_runtimes
 from .scores import fidelity, kfold_predictions
 
 __all__ = ["Calibration", "fit_and_report"]
-
-_DEFAULT_OVERHEAD_S = 2e-6  # per-op overhead to start the fit from when the cluster has none
-
 
 def _floats(a: np.ndarray) -> list[float | None]:
     """JSON-ready floats (None for nan and inf)."""
@@ -120,19 +118,6 @@ class Calibration:
         }
 
 
-def _costs_to_fit(cluster: Cluster, base: OpCosts) -> tuple[np.ndarray, float]:
-    """Base op costs at scale 1 without per-op overhead, and the overhead to start the fit from.
-
-    Analytical costs include the cluster's ``op_overhead_s``: it is taken out (the overhead is a
-    parameter of its own) and is where the fit starts, if positive.
-    """
-    overhead_in = cluster.op_overhead_s
-    raw = np.asarray(base.seconds) - (overhead_in[None, :] if base.analytical else 0.0)
-    raw = np.maximum(raw, 0.0)
-    overhead0 = float(np.median(overhead_in)) if overhead_in.size and np.median(overhead_in) > 0 else _DEFAULT_OVERHEAD_S
-    return raw, overhead0
-
-
 def fit_and_report(graph: OpGraph, cluster: Cluster, base: OpCosts, placements: np.ndarray, measured: np.ndarray,
                    *, folds: int = 5, seed: int = 0, failures: dict[str, int] | None = None, n_attempted: int | None = None,
                    protocol: dict[str, Any] | None = None, wall_s: float = 0.0, fit_scale: bool = True,
@@ -145,7 +130,7 @@ def fit_and_report(graph: OpGraph, cluster: Cluster, base: OpCosts, placements: 
     """
     placements = np.asarray(placements, dtype=np.int64)
     measured = np.asarray(measured, dtype=np.float64)
-    raw, overhead0 = _costs_to_fit(cluster, base)
+    raw, overhead0 = raw_op_seconds(cluster, base), start_overhead(cluster)
     before = simulated_runtimes(graph, cluster, np.asarray(base.seconds), placements)
     fit_on = functools.partial(fit_simulator, graph, cluster, raw, fit_scale=fit_scale, fit_overhead=fit_overhead,
                                fit_links=fit_links, overhead0=overhead0)
