@@ -65,11 +65,33 @@ def test_one_worker_sending_to_two_encodes_one_tensor_after_the_other():
     assert simulate(g, cpus(3, host=None), costs, [0, 1, 2]).runtime_s == pytest.approx(LAT + NBYTES / BW)
 
 
+def test_a_cross_worker_control_edge_is_an_empty_tensor_sent_once_per_destination():
+    # op0 -> op1 and op0 -> op2 are control edges (src_output -1) to the other worker: TF sends one dummy
+    # tensor for both (one per source op and destination), so each end spends one fixed cost
+    g = make_graph(4, [(0, 1, -1, 0), (0, 2, -1, 0), (0, 3, 0, 8)], outputs=[[8], [], [], []])
+    costs = seconds([1.0, 1.0, 1.0, 1.0])
+    m = simulate(g, cpus(), costs, [0, 1, 1, 0], schedule=True)
+    s = m.schedule
+    control = np.flatnonzero(s.transfer_output < 0)
+    assert control.size == 1 and s.transfer_bytes[control].tolist() == [0]
+    assert s.transfer_src_op[control].tolist() == [0] and s.transfer_dst_device[control].tolist() == [1]
+    arrival = 1.0 + 0.01 + LAT + 0.01  # encode, link latency, decode
+    assert s.op_start[1] == pytest.approx(arrival)
+    assert s.op_start[2] == pytest.approx(arrival + 1.0)
+    assert s.op_start[3] == pytest.approx(1.0 + 0.01)  # the sender's next op waits for its encoding
+    assert m.bytes_moved == 0 and m.ok
+    # without host transfers a control edge is latency and the fixed overhead, with no task
+    off = simulate(g, cpus(host=None), costs, [0, 1, 1, 0], schedule=True)
+    assert off.schedule.op_start[1] == pytest.approx(1.0 + LAT)
+    assert (off.schedule.transfer_output >= 0).all()
+
+
 def test_batch_equals_one_by_one_with_host_transfers():
     rng = np.random.default_rng(0)
     n = 30
     edges = [(int(a), int(b), 0, int(rng.integers(8, 10**6))) for a, b in
              {tuple(sorted(rng.choice(n, 2, replace=False))) for _ in range(60)}]
+    edges += [(a, b, -1, 0) for a, b in {tuple(sorted(rng.choice(n, 2, replace=False))) for _ in range(20)}]
     g = make_graph(n, edges, outputs=[[10**6]] * n)
     costs = seconds(rng.uniform(0.0, 0.01, n), 3)
     placements = rng.integers(0, 3, (20, n))
@@ -106,3 +128,24 @@ def test_local_workers_pay_host_transfers_and_the_gpu_presets_do_not():
     assert "of its CPU (host transfer)" in local.describe()
     for name in pe.cluster.preset_names():
         assert pe.load_cluster(name).host_transfer is None
+
+
+def test_a_changed_simulator_source_drops_every_compiled_cache(tmp_path):
+    from placement_env.runtime.compiled_cache import COMPILED_MODULES, STAMP, drop_stale_caches
+
+    for module in COMPILED_MODULES:
+        (tmp_path / f"{module}.py").write_text(f"# {module}\n")
+    cache = tmp_path / "__pycache__"
+    cache.mkdir()
+    cached = [cache / f"{module}.f-1.py311.nbi" for module in COMPILED_MODULES] + [cache / "other.f-1.py311.nbi"]
+    for path in cached:
+        path.write_text("")
+    assert drop_stale_caches(tmp_path)  # no stamp yet: the caches may come from any source
+    assert [p.exists() for p in cached] == [False] * len(COMPILED_MODULES) + [True]
+    for path in cached:
+        path.write_text("")
+    assert not drop_stale_caches(tmp_path) and all(p.exists() for p in cached)  # unchanged sources: kept
+    (tmp_path / "simulator_core.py").write_text("# edited\n")  # only the core changes ...
+    assert drop_stale_caches(tmp_path)
+    assert not (cache / "simulator_batch.f-1.py311.nbi").exists()  # ... and its callers' caches go too
+    assert (cache / STAMP).read_text() != ""

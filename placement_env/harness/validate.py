@@ -33,7 +33,7 @@ from ..cluster import Cluster, load_cluster
 from ..errors import DriverError, InvalidPlacementError, IsolationError, PlacementEnvError, ResultsFormatError
 from ..evaluation import Evaluator
 from ..placement import INFRASTRUCTURE, Measurement
-from ..runtime.simulated import SIMULATOR_VERSION
+from ..runtime.simulated import SIMULATOR_VERSION, model_changed_since
 from .results import read_rows
 
 DEFAULT_MEASURED_TOLERANCE = 0.2
@@ -57,7 +57,7 @@ def _stale_reason(row: dict[str, Any], cluster: Cluster) -> str:
     """Why ``row`` cannot be replayed here ("" when it can)."""
     made = row["versions"] if isinstance(row.get("versions"), dict) else {}
     simulator = made.get("simulator")
-    if row["runtime"] == "sim" and simulator is not None and simulator != str(SIMULATOR_VERSION):
+    if row["runtime"] == "sim" and simulator is not None and model_changed_since(str(simulator), cluster):
         return f"made by simulator version {simulator}; this is version {SIMULATOR_VERSION}"
     digest = made.get("cluster")
     if digest is not None and digest != cluster.digest:
