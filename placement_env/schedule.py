@@ -36,9 +36,7 @@ class Schedule:
     """One simulated step: ops, transfers and memory over time (seconds from the step's start).
 
     Transfers are numbered as the simulator made them: one per (output, destination device), in
-    the order of their first consuming edge (ops by index, each op's out-edges in edge order). On a
-    cluster with a ``host_transfer`` a control edge between devices is an empty message, one per
-    (op, destination device), listed among them with ``transfer_output`` -1 and 0 bytes.
+    the order of their first consuming edge (ops by index, each op's out-edges in edge order).
     ``memory_time[0]`` is 0 and ``memory_in_use[:, 0]`` the persistent bytes; column j > 0 is the
     state right after the simulator's j-th non-zero change, at ``memory_time[j]``. Changes at one
     instant keep the simulator's order, so times repeat and a spike of zero duration is kept: the
@@ -49,7 +47,7 @@ class Schedule:
     op_start: np.ndarray  # float64 [n_ops]
     op_end: np.ndarray  # float64 [n_ops]
     transfer_src_op: np.ndarray  # int64 [n_transfers]: the op whose output is sent
-    transfer_output: np.ndarray  # int64 [n_transfers]: that output's index in OpGraph.output_bytes (-1: control)
+    transfer_output: np.ndarray  # int64 [n_transfers]: that output's index in OpGraph.output_bytes
     transfer_src_device: np.ndarray  # int64 [n_transfers]
     transfer_dst_device: np.ndarray  # int64 [n_transfers]
     transfer_start: np.ndarray  # float64 [n_transfers]: the link starts sending (after any queue)

@@ -273,7 +273,6 @@ def test_validate_reports_rows_from_another_simulator_or_cluster_definition_as_s
     rows[2]["versions"]["cluster"] = "0123456789abcdef"
     rows[2]["runtime_s"] *= 2  # a stale row is not replayed, so its runtime is not judged
     del rows[3]["versions"]["simulator"], rows[3]["versions"]["cluster"]  # from before versions: replayed
-    rows[4]["versions"]["simulator"] = "2"  # version 3 changed only host-transfer clusters: replayed
     old = tmp_path / "old.jsonl"
     old.write_text("".join(json.dumps(r) + "\n" for r in rows))
     checked, mismatches = validate(old, progress=False)
@@ -284,15 +283,19 @@ def test_validate_reports_rows_from_another_simulator_or_cluster_definition_as_s
     assert "2 rows come from another simulator version or cluster definition" in capsys.readouterr().out
 
 
-def test_a_row_is_stale_only_if_a_later_simulator_change_concerns_its_cluster():
-    from placement_env.runtime.simulated import VERSION_CHANGES, model_changed_since
+def test_a_row_is_stale_only_if_a_later_simulator_change_concerns_its_cluster(monkeypatch):
+    from placement_env.runtime import simulated
 
-    assert max(VERSION_CHANGES) == SIMULATOR_VERSION
+    assert max(simulated.VERSION_CHANGES) == SIMULATOR_VERSION
     paper, local = load_cluster("paper-2gpu"), load_cluster("local:2")
-    assert not model_changed_since(str(SIMULATOR_VERSION), local)
-    assert not model_changed_since("2", paper) and model_changed_since("2", local)  # 3: host transfers only
-    for version in ("1", "0", "99", "two"):  # 2 changed every cluster; unknown versions are stale
-        assert model_changed_since(version, paper), version
+    assert not simulated.model_changed_since(str(SIMULATOR_VERSION), local)
+    # a next version that changes only host-transfer clusters leaves the other rows replayable
+    monkeypatch.setattr(simulated, "SIMULATOR_VERSION", SIMULATOR_VERSION + 1)
+    monkeypatch.setitem(simulated.VERSION_CHANGES, SIMULATOR_VERSION + 1, "host_transfer")
+    current = str(SIMULATOR_VERSION)
+    assert not simulated.model_changed_since(current, paper) and simulated.model_changed_since(current, local)
+    for version in ("1", "0", str(SIMULATOR_VERSION + 2), "two"):  # 2 changed every cluster; unknown: stale
+        assert simulated.model_changed_since(version, paper), version
 
 
 def test_validate_skips_rows_it_cannot_replay_locally_and_says_why(results, tmp_path, capsys):

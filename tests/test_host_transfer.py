@@ -65,27 +65,6 @@ def test_one_worker_sending_to_two_encodes_one_tensor_after_the_other():
     assert simulate(g, cpus(3, host=None), costs, [0, 1, 2]).runtime_s == pytest.approx(LAT + NBYTES / BW)
 
 
-def test_a_cross_worker_control_edge_is_an_empty_tensor_sent_once_per_destination():
-    # op0 -> op1 and op0 -> op2 are control edges (src_output -1) to the other worker: TF sends one dummy
-    # tensor for both (one per source op and destination), so each end spends one fixed cost
-    g = make_graph(4, [(0, 1, -1, 0), (0, 2, -1, 0), (0, 3, 0, 8)], outputs=[[8], [], [], []])
-    costs = seconds([1.0, 1.0, 1.0, 1.0])
-    m = simulate(g, cpus(), costs, [0, 1, 1, 0], schedule=True)
-    s = m.schedule
-    control = np.flatnonzero(s.transfer_output < 0)
-    assert control.size == 1 and s.transfer_bytes[control].tolist() == [0]
-    assert s.transfer_src_op[control].tolist() == [0] and s.transfer_dst_device[control].tolist() == [1]
-    arrival = 1.0 + 0.01 + LAT + 0.01  # encode, link latency, decode
-    assert s.op_start[1] == pytest.approx(arrival)
-    assert s.op_start[2] == pytest.approx(arrival + 1.0)
-    assert s.op_start[3] == pytest.approx(1.0 + 0.01)  # the sender's next op waits for its encoding
-    assert m.bytes_moved == 0 and m.ok
-    # without host transfers a control edge is latency and the fixed overhead, with no task
-    off = simulate(g, cpus(host=None), costs, [0, 1, 1, 0], schedule=True)
-    assert off.schedule.op_start[1] == pytest.approx(1.0 + LAT)
-    assert (off.schedule.transfer_output >= 0).all()
-
-
 def test_batch_equals_one_by_one_with_host_transfers():
     rng = np.random.default_rng(0)
     n = 30

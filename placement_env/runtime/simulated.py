@@ -22,7 +22,7 @@ Semantics (one training step):
   the last link has served it. So transfers that share a port or a switch uplink in the same
   direction queue, a fast link shared by slower transfers delays them only by its own short
   service, and opposite directions never interfere. Transfers overlap compute. A cross-device control edge costs the
-  fixed overhead and the latency and occupies no link (but see host transfers below). Same-device edges are free.
+  fixed overhead and the latency and occupies no link. Same-device edges are free.
 * On a cluster with a ``host_transfer`` (CPU worker processes over loopback gRPC, see
   :mod:`placement_env.cluster.host_transfer`) a data transfer is also CPU work at both ends: a send
   task of ``per_tensor_s + bytes / bandwidth`` on a lane of its source device when its producer
@@ -30,9 +30,9 @@ Semantics (one training step):
   destination, after which its consumers have it. Tasks start before waiting ops (oldest transfer
   first); on a shared device a task takes the service that lasts that long alone. So a worker's
   sends queue behind each other and delay its next op, and a busy receiver decodes late. The
-  schedule's transfer end is then the end of the receive task. A control edge between devices is an
-  empty tensor sent the same way (TF's graph partitioner sends a dummy Const over _Send/_Recv, one per
-  source op and destination device: ``DupRecvKey`` in graph_partition.cc).
+  schedule's transfer end is then the end of the receive task. Control edges pay no such task (TF sends
+  an empty tensor for each, but modelled as a data tensor's cost it fitted the measured workers worse:
+  docs/findings.md).
 * Memory per device: persistent bytes of the ops placed there for the whole step; each output is
   allocated on its producer's device from the producer's start until the end of its last consumer
   on that device and the end of its last outbound transfer (an output nobody consumes: until its
@@ -73,10 +73,9 @@ __all__ = ["SIMULATOR_VERSION", "VERSION_CHANGES", "SimulationPlan", "model_chan
 # change can alter a simulated runtime, peak or failure, so ``validate`` can tell a row made by
 # another model from a row that does not reproduce, and say in VERSION_CHANGES which clusters the
 # change concerns: the Cluster option it applies to, or None for every cluster.
-SIMULATOR_VERSION = 3
+SIMULATOR_VERSION = 2
 VERSION_CHANGES = {
     2: None,  # sums accumulate on `accumulate_sums` clusters (and the model before it had no version)
-    3: "host_transfer",  # a control edge between workers is an empty tensor sent with host tasks
 }
 
 

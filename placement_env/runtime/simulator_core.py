@@ -52,8 +52,7 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
     A sum (``is_sum``) placed on a device with ``accumulating`` true allocates its output when its
     first data input arrives and frees each input as soon as it arrives (it is added in at once).
 
-    With ``host_on``, every transfer is also CPU work on both ends (a control edge between devices is
-    then an empty transfer, one per op and destination device): a send task on its source
+    With ``host_on``, every transfer is also CPU work on both ends: a send task on its source
     device before the interconnect and a receive task on its destination after it, each
     ``host_fixed + bytes * host_per_byte`` seconds of one lane. Tasks wait in the devices' ready
     lists as negative codes ``2 * tid + end - n_tasks`` (end 0: send, 1: receive), so a device starts
@@ -93,33 +92,10 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
         t_ptr[i] = n_t
         for e in range(out_ptr[i], out_ptr[i + 1]):
             o = edge_gout[e]
+            if o < 0:
+                continue
             j = edge_dst[e]
             dj = dev[j]
-            if o < 0:
-                # A control edge to another worker is an empty tensor sent as any other (TF's graph
-                # partitioner sends a dummy Const), one per (op, destination device) as TF dedups it:
-                # a transfer of 0 bytes with no output (t_out -1). Elsewhere it is an EV_CONTROL event.
-                if not host_on or dj == di:
-                    continue
-                tid = n_t
-                for t in range(t_ptr[i], n_t):
-                    if t_out[t] < 0 and t_ddev[t] == dj:
-                        tid = t
-                        break
-                if tid == n_t:
-                    n_t += 1
-                    t_refs[tid] = 0
-                    t_head[tid] = -1
-                    t_src[tid] = i
-                    t_out[tid] = -1
-                    t_sdev[tid] = di
-                    t_ddev[tid] = dj
-                    t_bytes[tid] = 0
-                edge_tid[e] = tid
-                t_refs[tid] += 1
-                e_next[e] = t_head[tid]
-                t_head[tid] = e
-                continue
             if dj == di:
                 out_refs[o] += 1
                 edge_tid[e] = -1
@@ -353,7 +329,7 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                             n_notes = add_in(e, j, dj, early, sum_allocated, output_ptr, output_bytes, edge_gout,
                                              edge_tid, out_refs, t_refs, t_bytes, out_forward_edge, mem, peak,
                                              record, mem_time, mem_trace, n_notes, now)
-                    elif edge_gout[e] < 0 and not host_on:
+                    elif edge_gout[e] < 0:
                         n_ev = ev_push(ev_keys, ev_vals, n_ev, now + transfer_overhead + latency[di, dj],
                                        EV_CONTROL * cap + e)
                 if host_on:  # first the sender encodes each transfer (a task on its device)
@@ -365,9 +341,8 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
             elif kind == EV_TRANSFER:  # off the interconnect: the sender's copy is released
                 tid = idx
                 o = t_out[tid]
-                if o >= 0:
-                    out_refs[o] -= 1
-                if o >= 0 and out_refs[o] == 0:
+                out_refs[o] -= 1
+                if out_refs[o] == 0:
                     mem[t_sdev[tid]] -= output_bytes[o]
                     n_notes = note(record, mem_time, mem_trace, n_notes, now, mem, output_bytes[o])
                     n_notes = release(out_forward_edge[o], t_sdev[tid], edge_gout, edge_tid, out_refs, t_refs,
@@ -429,7 +404,7 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                     remaining[j] -= 1
                     if remaining[j] == 0:
                         ready_size[dj] = int_push(ready[dj], ready_size[dj], j)
-                    if accumulating[dj] and is_sum[j] and edge_gout[e] >= 0:
+                    if accumulating[dj] and is_sum[j]:
                         n_notes = add_in(e, j, dj, early, sum_allocated, output_ptr, output_bytes, edge_gout,
                                          edge_tid, out_refs, t_refs, t_bytes, out_forward_edge, mem, peak, record,
                                          mem_time, mem_trace, n_notes, now)
