@@ -8,10 +8,10 @@ It takes a few warm-up updates, then times (median over ``--updates`` updates):
 * the sampling pass (``decoding.unroll``: the decoder group by group, no gradients);
 * the scoring pass and the backward pass (``decode`` with gradients minus the sampling pass, plus
   ``loss.backward()``);
-* the evaluation of the K placements (one simulator batch) and the Adam step.
+* the evaluation of K placements the policy samples (one simulator batch) and the Adam step.
 
 Then the matrix products no implementation of this update can skip, at its shapes (n groups, K rows,
-hidden H), each timed alone with the same threads: per group, the decoder LSTM's recurrent product
+hidden H), each timed alone with the same threads, in the faster of its two layouts (A B or (B^T A^T)^T): per group, the decoder LSTM's recurrent product
 [K, H] x [H, 4H] when sampling and [K, 4H] x [4H, H] when backpropagating through time; once, the
 recurrent weights' gradient [4H, nK] x [nK, H]; and the attention scores over all groups
 [n, H] x [H, nK], forward and its two backward products. Their sum plus the evaluation is a lower bound
@@ -37,22 +37,33 @@ def _median_seconds(function: Callable[[], object], repeats: int) -> float:
     return statistics.median(times)
 
 
+def _product_seconds(a, b, repeats: int) -> float:
+    """The faster of ``a @ b`` and its transpose ``b.T @ a.T`` (operands made contiguous first): the
+    product's cost in the layout that suits the BLAS best."""
+    at, bt = a.T.contiguous(), b.T.contiguous()
+    return min(_median_seconds(lambda: a @ b, repeats), _median_seconds(lambda: bt @ at, repeats))
+
+
 def _product_floor(n: int, k: int, hidden: int, repeats: int) -> dict[str, float]:
-    """Seconds of the update's unavoidable matrix products (see the module docstring)."""
+    """Seconds of the update's unavoidable matrix products (see the module docstring), each in its faster
+    layout."""
     import torch
 
     generator = torch.Generator().manual_seed(0)
-    rand = lambda *shape: torch.randn(*shape, generator=generator)  # noqa: E731
-    h, w_hh_t, dz, w_hh = rand(k, hidden), rand(hidden, 4 * hidden), rand(k, 4 * hidden), rand(4 * hidden, hidden)
-    flat, states = rand(n * k, 4 * hidden), rand(n * k, hidden)
-    keys, columns = rand(n, hidden), rand(hidden, n * k)
-    step_forward = _median_seconds(lambda: h @ w_hh_t, repeats * 50)
-    step_backward = _median_seconds(lambda: dz @ w_hh, repeats * 50)
+
+    def rand(*shape: int):
+        return torch.randn(*shape, generator=generator)
+
+    step = repeats * 50
     return {
-        "recurrent products, sampling (n x [K,H]x[H,4H])": n * step_forward,
-        "recurrent products, backprop through time (n x [K,4H]x[4H,H])": n * step_backward,
-        "recurrent weights' gradient ([4H,nK]x[nK,H])": _median_seconds(lambda: flat.T @ states, repeats),
-        "attention scores, forward and backward (3 x [n,H]x[H,nK])": 3 * _median_seconds(lambda: keys @ columns, repeats),
+        "recurrent products, sampling (n x [K,H]x[H,4H])":
+            n * _product_seconds(rand(k, hidden), rand(hidden, 4 * hidden), step),
+        "recurrent products, backprop through time (n x [K,4H]x[4H,H])":
+            n * _product_seconds(rand(k, 4 * hidden), rand(4 * hidden, hidden), step),
+        "recurrent weights' gradient ([4H,nK]x[nK,H])":
+            _product_seconds(rand(4 * hidden, n * k), rand(n * k, hidden), repeats),
+        "attention scores, forward and backward (3 x [n,H]x[H,nK])":
+            3 * _product_seconds(rand(n, hidden), rand(hidden, n * k), repeats),
     }
 
 
@@ -95,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     encoded, (h0, c0) = policy.encode(trainer.features)
     tables = policy.decoder_tables(encoded).detached()
     how = Sampling(samples=k, temperature=1.0, noise_std=0.5, explore=0.0, generator=trainer.generator, greedy=False)
-    placements = np.stack([trainer.greedy()] * k)
+    with torch.no_grad():  # placements as the policy samples them
+        placements = policy.decode(trainer.features, trainer.allowed, samples=k, generator=trainer.generator)[0].numpy()
     with torch.no_grad():
         sampling = _median_seconds(lambda: unroll(tables, h0.detach(), c0.detach(), trainer.allowed, None, how),
                                    args.updates)
