@@ -26,7 +26,7 @@ from .derived import DERIVED
 from .opgraph import OpGraph
 from .placement import Measurement, check_placement
 from .runtime.measured import MeasuredRuntime
-from .runtime.simulated import plan_for
+from .runtime.simulated import check_threads, plan_for
 
 RUNTIMES = ("sim", "grappler", "measured")
 
@@ -92,16 +92,21 @@ class Evaluator:
 
     ``measured_options`` go to :class:`~placement_env.runtime.measured.MeasuredRuntime` (steps,
     warmup, timeout_s, ...). Close it (or use ``with``) to stop measured-runtime workers it started.
+    ``threads`` (runtime="sim"): how many of numba's threads a :meth:`batch` shares its placements out
+    over (1 by default: an agent's torch threads would otherwise compete for the same cores).
     """
 
     def __init__(self, graph: Any, cluster: Any, runtime: str = "sim", *, costs: Any = None,
-                 measured_options: dict[str, Any] | None = None) -> None:
+                 measured_options: dict[str, Any] | None = None, threads: int = 1) -> None:
         self.runtime = _runtime(runtime)
         self.graph = _graph(graph)
         self.cluster = load_cluster(cluster)
         self._costs = None if costs is None else _check_costs(self.graph, self.cluster, costs)
         if runtime != "measured" and measured_options:
             raise ValueError(f"measured_options are for runtime='measured', not {runtime!r}")
+        if runtime != "sim" and threads != 1:
+            raise ValueError(f"threads={threads!r} is for runtime='sim', not {runtime!r}")
+        self.threads = check_threads(threads)
         self._measured_options = check_measured_options(measured_options)
         self._measured = None
         self._lower_bound: float | None = None
@@ -133,7 +138,7 @@ class Evaluator:
     def batch(self, placements: Any) -> list[Measurement]:
         """Measurements of every row of ``placements`` ([k, n_groups]); one compiled call for the simulator."""
         if self.runtime == "sim":
-            return plan_for(self.graph, self.cluster, self.costs.seconds).run_batch(placements)
+            return plan_for(self.graph, self.cluster, self.costs.seconds).run_batch(placements, threads=self.threads)
         array = np.asarray(placements)
         if array.ndim != 2:
             check_placement(self.graph, self.cluster, array)  # names what is wrong with a single placement

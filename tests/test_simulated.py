@@ -384,3 +384,27 @@ def test_benchmark_runtime_is_above_the_lower_bound():
         assert m.busy_s.sum() >= fastest.sum() * (1 - 1e-9)
     one = simulate(g, c, t, np.where(gpu_ok, 1, 0))
     assert one.ok and one.bytes_moved >= 0 and one.runtime_s >= bound
+
+
+def test_a_batch_gives_the_same_results_on_two_threads_and_rejects_bad_thread_counts():
+    import numba
+
+    rng = np.random.default_rng(1)
+    n = 40
+    edges = [(int(a), int(b), 0, int(rng.integers(8, 10**6))) for a, b in
+             {tuple(sorted(rng.choice(n, 2, replace=False))) for _ in range(80)}]
+    g = make_graph(n, edges, outputs=[[10**6]] * n)
+    c = make_cluster(("CPU", "GPU", "GPU"), concurrency=(4, 1, 1))
+    costs = seconds(rng.uniform(0.0, 0.01, n), 3)
+    placements = rng.integers(0, 3, (33, n))
+    evaluator = pe.Evaluator(g, c, costs=costs)
+    one = [(m.runtime_s, m.peak_bytes.tolist(), m.busy_s.tolist()) for m in evaluator.batch(placements)]
+    most = numba.config.NUMBA_NUM_THREADS
+    two = pe.Evaluator(g, c, costs=costs, threads=min(2, most))
+    assert [(m.runtime_s, m.peak_bytes.tolist(), m.busy_s.tolist()) for m in two.batch(placements)] == one
+    assert numba.get_num_threads() == most  # the caller's setting is restored
+    for bad in (0, most + 1, 1.5, True):
+        with pytest.raises(ValueError, match=f"threads={bad!r}; expected an integer from 1 to {most}"):
+            pe.Evaluator(g, c, costs=costs, threads=bad)
+    with pytest.raises(ValueError, match="threads=2 is for runtime='sim', not 'grappler'"):
+        pe.Evaluator(g, c, "grappler", threads=2)

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 from typing import Any, Hashable
 
+import numba
 import numpy as np
 
 from ..cluster import Cluster
@@ -64,10 +65,10 @@ from ..errors import InvalidPlacementError
 from ..opgraph import BUFFER_FORWARDING_OPS, OpGraph
 from ..placement import Measurement, check_placement, kernel_violations
 from ..schedule import Schedule
-from .simulator_batch import accumulating_devices, simulate_many
+from .simulator_batch import accumulating_devices, simulate_many, simulate_many_parallel
 from .simulator_core import simulate_core
 
-__all__ = ["SIMULATOR_VERSION", "VERSION_CHANGES", "SimulationPlan", "model_changed_since", "simulate", "simulate_batch", "plan_for"]
+__all__ = ["SIMULATOR_VERSION", "VERSION_CHANGES", "SimulationPlan", "check_threads", "model_changed_since", "simulate", "simulate_batch", "plan_for"]
 
 # The simulated runtime's model version, recorded in every results row. Bump it whenever a
 # change can alter a simulated runtime, peak or failure, so ``validate`` can tell a row made by
@@ -236,8 +237,10 @@ class SimulationPlan:
                 transfer_end=t_end, transfer_bytes=t_bytes, memory_time=mem_time, memory_in_use=mem_trace.T)
         return self._measurement(placement, makespan, peak, busy, moved, timeline)
 
-    def run_batch(self, placements: Any) -> list[Measurement]:
-        """Simulate many placements (int array [k, n_groups]) in one compiled call."""
+    def run_batch(self, placements: Any, *, threads: int = 1) -> list[Measurement]:
+        """Simulate many placements (int array [k, n_groups]) in one compiled call, shared out over ``threads``
+        of numba's threads (the same results for any number)."""
+        threads = check_threads(threads)
         array = np.asarray(placements)
         if array.ndim != 2:
             raise InvalidPlacementError(
@@ -253,10 +256,28 @@ class SimulationPlan:
                 todo.append(r)
         if todo:
             batch = np.ascontiguousarray(np.stack([checked[r] for r in todo]), dtype=np.int64)
-            runtimes, peaks, busys, moved = simulate_many(batch, self.group, *self._args(), self.capacity)
+            if threads == 1:
+                runtimes, peaks, busys, moved = simulate_many(batch, self.group, self.capacity, *self._args())
+            else:
+                previous = numba.get_num_threads()
+                numba.set_num_threads(threads)
+                try:
+                    runtimes, peaks, busys, moved = simulate_many_parallel(batch, self.group, self.capacity,
+                                                                           *self._args())
+                finally:
+                    numba.set_num_threads(previous)
             for k, r in enumerate(todo):
                 results[r] = self._measurement(checked[r], runtimes[k], peaks[k], busys[k], moved[k])
         return results  # type: ignore[return-value]
+
+
+def check_threads(threads: Any) -> int:
+    """``threads`` for a simulated batch, or a ValueError naming the accepted range (1 to numba's thread count,
+    ``NUMBA_NUM_THREADS``: this machine's cores unless set)."""
+    most = numba.config.NUMBA_NUM_THREADS
+    if isinstance(threads, bool) or not isinstance(threads, (int, np.integer)) or not 1 <= threads <= most:
+        raise ValueError(f"threads={threads!r}; expected an integer from 1 to {most} (numba's threads on this machine)")
+    return int(threads)
 
 
 def _sample_key(seconds: np.ndarray) -> Hashable:

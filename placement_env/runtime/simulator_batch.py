@@ -1,15 +1,16 @@
 """The compiled (numba) batch of the simulated runtime: :func:`simulate_many` runs
-:func:`~placement_env.runtime.simulator_core.simulate_core` for many placements in one call, and
-:func:`accumulating_devices` decides where a step is rerun with grappler's sum accumulation.
+:func:`~placement_env.runtime.simulator_core.simulate_core` for many placements in one call (on one
+thread; :func:`simulate_many_parallel` on several), and :func:`accumulating_devices` decides where a step
+is rerun with grappler's sum accumulation.
 """
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from .simulator_core import simulate_core
 
-__all__ = ["accumulating_devices", "simulate_many"]
+__all__ = ["accumulating_devices", "simulate_many", "simulate_many_parallel", "simulate_row"]
 
 # Grappler's memory optimizer rewrites a device's sums into accumulations once its (static) peak
 # passes this share of the device's memory (memory_optimizer.cc, SchedulingPass: 0.8).
@@ -32,38 +33,61 @@ def accumulating_devices(dev, is_sum, peak, capacity):
 
 
 @njit(cache=True)
-def simulate_many(placements, group, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
-                  output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency, op_share,
-                  latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed,
-                  host_per_byte, is_sum, capacity):
-    """:func:`simulate_core` for every row of ``placements`` (device per group; ``group``: group per op),
-    each run a second time with accumulating sums where its first run's peak calls for it.
-
-    Returns (runtimes, peaks [k, device], busy seconds [k, device], bytes moved); records no schedule.
-    """
-    k = placements.shape[0]
-    n_dev = concurrency.shape[0]
-    runtimes = np.empty(k)
-    peaks = np.empty((k, n_dev), np.int64)
-    busys = np.empty((k, n_dev))
-    moved = np.empty(k, np.int64)
+def simulate_row(r, placements, group, capacity, none, runtimes, peaks, busys, moved, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges, output_ptr,
+                 output_bytes, forward_edge, out_forward_edge, persistent, concurrency, op_share, latency, route_ptr,
+                 route_res, res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed, host_per_byte, is_sum):
+    """Row ``r`` of :func:`simulate_many`: :func:`simulate_core` of ``placements[r]`` (device per group;
+    ``group``: group per op), run a second time with accumulating sums where its first run's peak calls for
+    it (``none``: no device accumulating, read only); written to row r of the outputs. The arguments from
+    ``op_seconds`` on are the core's."""
     dev = np.empty(group.shape[0], np.int64)
-    accumulating = np.zeros(n_dev, np.bool_)
-    for r in range(k):
-        for i in range(group.shape[0]):
-            dev[i] = placements[r, group[i]]
+    for i in range(group.shape[0]):
+        dev[i] = placements[r, group[i]]
+    res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
+                          output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency,
+                          op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
+                          host_on, host_fixed, host_per_byte, is_sum, none, False)
+    rewrite = accumulating_devices(dev, is_sum, res[1], capacity)
+    if rewrite.any():
         res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
-                            output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency,
-                            op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
-                            host_on, host_fixed, host_per_byte, is_sum, accumulating, False)
-        rewrite = accumulating_devices(dev, is_sum, res[1], capacity)
-        if rewrite.any():
-            res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
-                                output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency,
-                                op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
-                                transfer_overhead, host_on, host_fixed, host_per_byte, is_sum, rewrite, False)
-        runtimes[r] = res[0]
-        peaks[r] = res[1]
-        busys[r] = res[2]
-        moved[r] = res[3]
-    return runtimes, peaks, busys, moved
+                          output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency,
+                          op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
+                          host_on, host_fixed, host_per_byte, is_sum, rewrite, False)
+    runtimes[r] = res[0]
+    peaks[r] = res[1]
+    busys[r] = res[2]
+    moved[r] = res[3]
+
+
+@njit(cache=True)
+def simulate_many(placements, group, capacity, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges, output_ptr,
+                 output_bytes, forward_edge, out_forward_edge, persistent, concurrency, op_share, latency, route_ptr,
+                 route_res, res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed, host_per_byte, is_sum):
+    """:func:`simulate_row` for every row of ``placements``, one after another. Returns (runtimes, peaks
+    [k, device], busy seconds [k, device], bytes moved); records no schedule."""
+    k, n_dev = placements.shape[0], capacity.shape[0]
+    out = (np.empty(k), np.empty((k, n_dev), np.int64), np.empty((k, n_dev)), np.empty(k, np.int64))
+    none = np.zeros(n_dev, np.bool_)
+    for r in range(k):
+        simulate_row(r, placements, group, capacity, none, *out, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
+                          output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency,
+                          op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
+                          host_on, host_fixed, host_per_byte, is_sum)
+    return out
+
+
+@njit(cache=True, parallel=True)
+def simulate_many_parallel(placements, group, capacity, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges, output_ptr,
+                 output_bytes, forward_edge, out_forward_edge, persistent, concurrency, op_share, latency, route_ptr,
+                 route_res, res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed, host_per_byte, is_sum):
+    """:func:`simulate_many` with the rows shared out over numba's threads (``numba.set_num_threads``); the
+    same results. A separate function, so that a batch on one thread never starts numba's thread pool."""
+    k, n_dev = placements.shape[0], capacity.shape[0]
+    out = (np.empty(k), np.empty((k, n_dev), np.int64), np.empty((k, n_dev)), np.empty(k, np.int64))
+    none = np.zeros(n_dev, np.bool_)
+    for r in prange(k):
+        simulate_row(r, placements, group, capacity, none, *out, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
+                          output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency,
+                          op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
+                          host_on, host_fixed, host_per_byte, is_sum)
+    return out
