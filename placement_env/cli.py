@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     info.add_argument("--top", type=int, default=10, help="how many op types and groups to list (default: %(default)s)")
     clusters = commands.add_parser("cluster", help="describe a cluster preset, local:N, or a cluster JSON file")
     clusters.add_argument("name", nargs="?", help="preset name (omit to list the presets)")
+    clusters.add_argument("--plot", metavar="FILE", help="also draw the cluster's interconnect into this PNG file")
     cal = commands.add_parser("calibrate", help="measure random placements on local TF workers and fit the simulator")
     cal.add_argument("benchmarks", nargs="*", default=["rnnlm-tiny"], metavar="BENCHMARK",
                      help="small benchmarks, each measured and all fitted at once (default: rnnlm-tiny)")
@@ -74,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command in ("run", "validate", "report"):
             return _harness(args)
         else:
-            print(_describe_cluster(args.name))
+            _cluster(args)
     except (PlacementEnvError, TypeError, ValueError, KeyError) as error:
         print(f"placement-env: error: {error}", file=sys.stderr)
         return 2
@@ -191,6 +192,19 @@ def _fit_paper_machine(args: argparse.Namespace) -> None:
         path = paper_machine.save(all_fit, {"command": "placement-env fit-paper-machine --save",
                                             "date": date.today().isoformat(), "starts": args.starts})
         print(f"parameters written to {path}")
+
+
+def _cluster(args: argparse.Namespace) -> None:
+    """Describe a cluster (or list the presets) and, with --plot, draw its interconnect."""
+    if args.plot and args.name is None:
+        raise ValueError("--plot needs a cluster: give a preset name, local:N or a cluster .json file")
+    if args.plot:
+        check_output_file(args.plot, "--plot")
+    print(_describe_cluster(args.name))
+    if args.plot:
+        from .render.topology import save_cluster_picture
+
+        print(f"picture written to {save_cluster_picture(load_cluster(args.name), args.plot)}")
 
 
 def _describe_cluster(name: str | None) -> str:

@@ -28,6 +28,25 @@ def test_cluster_listing_and_description(capsys):
     assert main(["cluster", "nope"]) == 2
 
 
+def test_cluster_pictures_of_a_topology_and_of_pairwise_links(tmp_path, capsys):
+    from placement_env.render.topology import _tree_positions
+
+    for name in ("k80-4gpu", "paper-2gpu"):
+        picture = tmp_path / f"{name}.png"
+        assert main(["cluster", name, "--plot", str(picture)]) == 0
+        assert f"picture written to {picture}" in capsys.readouterr().out
+        assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and picture.stat().st_size > 10_000
+    # the K80 machine as a tree: the host switch on top, the boards below it, every die below its board
+    positions = _tree_positions(pe.load_cluster("k80-4gpu"))
+    assert positions["host"][1] == 0 and positions["k80:0"][1] == positions["k80:1"][1] == -1
+    assert {positions[f"gpu:{i}"][1] for i in range(4)} == {-2.0}
+    assert positions["k80:0"][0] == (positions["gpu:0"][0] + positions["gpu:1"][0]) / 2
+    assert main(["cluster", "--plot", str(tmp_path / "x.png")]) == 2
+    assert "--plot needs a cluster" in capsys.readouterr().err
+    assert main(["cluster", "k80-2gpu", "--plot", str(tmp_path)]) == 2  # a folder, not a file
+    assert "--plot" in capsys.readouterr().err
+
+
 def test_module_entry_point():
     result = subprocess.run([sys.executable, "-m", "placement_env", "cluster"], capture_output=True, text=True,
                             timeout=120)
