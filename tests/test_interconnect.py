@@ -139,3 +139,27 @@ def test_a_device_near_full_adds_the_inputs_of_a_large_sum_as_they_arrive():
     assert simulate(g, small, costs, [1, 1, 1, 1]).ok
     batch = simulate_batch(g, small, costs, np.array([[1, 1, 1, 1], [1, 1, 2, 1]]))
     assert [m.peak_bytes[1] for m in batch] == [200, 300]
+
+
+def test_the_dgx_presets_share_nvswitch_ports_and_pcie_switch_uplinks_but_not_nvlinks():
+    import placement_env as pe
+
+    h100 = pe.load_cluster("dgx-h100-8gpu")
+    g1, _ = fan_out(1)
+    g3, _ = fan_out(3)
+    one = simulate(g1, h100, seconds(np.zeros(2), 9), [1, 2]).runtime_s  # gpu:0 -> gpu:1 over the NVSwitch
+    three = simulate(g3, h100, seconds(np.zeros(4), 9), [1, 2, 3, 4]).runtime_s  # gpu:0 -> gpu:1, 2, 3
+    assert one == pytest.approx(NBYTES / (450 * GB), rel=1e-2)
+    assert three == pytest.approx(3 * one, rel=1e-2)  # one GPU's 450 GB/s port, shared
+    dgx1 = pe.load_cluster("dgx1-v100-4gpu")
+    # gpu:0 -> gpu:1 (one NVLink) and gpu:0 -> gpu:3 (two) at once: point-to-point links, no sharing
+    g2, _ = fan_out(2)
+    both = simulate(g2, dgx1, seconds(np.zeros(3), 5), [1, 2, 4]).runtime_s
+    assert both == pytest.approx(NBYTES / (25 * GB), rel=1e-2)
+    # gpu:0 and gpu:1 share PCIe switch 0's uplink to the host; gpu:0 and gpu:2 do not
+    g = make_graph(4, [(0, 2, 0, NBYTES), (1, 3, 0, NBYTES)], outputs=[[NBYTES], [NBYTES], [], []])
+    costs = seconds(np.zeros(4), 5)
+    one_switch = simulate(g, dgx1, costs, [1, 2, 0, 0]).runtime_s
+    two_switches = simulate(g, dgx1, costs, [1, 3, 0, 0]).runtime_s
+    assert one_switch == pytest.approx(2 * NBYTES / (12 * GB), rel=1e-2)
+    assert two_switches == pytest.approx(NBYTES / (12 * GB), rel=1e-2)

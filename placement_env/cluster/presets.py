@@ -1,7 +1,8 @@
 """The built-in machines (``PRESETS``) and ``local_cluster(n)``, the real local TF workers.
 
-Each preset is one function that lists the machine's devices and says how fast the link between
-any two of them is; ``linked_cluster`` turns that into a Cluster. Numbers are public spec-sheet
+Each preset is one function that lists the machine's devices and either says how fast the link between
+any two of them is (``linked_cluster``) or lists the switches and links that join them
+(``topology_cluster``: shared ports and uplinks then queue transfers). Numbers are public spec-sheet
 facts; each says where it comes from.
 """
 from __future__ import annotations
@@ -15,7 +16,8 @@ from .device import Device
 from .host_transfer import HostTransfer
 from .hardware import CPU_OP_OVERHEAD_S, GB, GIB, GPU_OP_OVERHEAD_S, PCIE3
 from .k80 import k80_machine
-from .model import Cluster, linked_cluster
+from .model import Cluster, linked_cluster, topology_cluster
+from .topology import Link, Topology
 
 MAX_LOCAL_WORKERS = 64  # one TF server process per worker; more than this is surely a typo
 
@@ -79,18 +81,19 @@ def _dgx1_v100_4gpu() -> Cluster:
         tf_device=_gpu_tf(i),
         op_overhead_s=GPU_OP_OVERHEAD_S,
     ) for i in range(4)]
-    # NVLink 2: 25 GB/s per direction per link; in the cube-mesh the pairs (0,3), (1,2), (2,3)
-    # have two links and (0,1), (0,2), (1,3) one (nvidia-smi topo -m: NV2 / NV1).
+    # NVLink 2: 25 GB/s per direction per link, point to point; in the cube-mesh the pairs (0,3), (1,2),
+    # (2,3) have two links and (0,1), (0,2), (1,3) one (nvidia-smi topo -m: NV2 / NV1). Copy latency
+    # ~2 us (order of magnitude; calibration refines it).
     counts = {(0, 1): 1, (0, 2): 1, (0, 3): 2, (1, 2): 2, (1, 3): 1, (2, 3): 2}
-    nvlinks = {frozenset((f"gpu:{a}", f"gpu:{b}")): count for (a, b), count in counts.items()}
-
-    def link(a: Device, b: Device) -> tuple[float, float]:
-        if "CPU" in (a.kind, b.kind):
-            return PCIE3  # GPUs hang off PLX PCIe 3.0 x16 switches to the host
-        # NVLink copy latency ~2 us (order of magnitude; calibration refines it)
-        return nvlinks[frozenset((a.name, b.name))] * 25.0 * GB, 2e-6
-
-    return linked_cluster("dgx1-v100-4gpu", [cpu, *gpus], link)
+    links = [Link(f"gpu:{a}", f"gpu:{b}", count * 25.0 * GB, 2e-6, f"NVLink 2 x{count}")
+             for (a, b), count in counts.items()]
+    # PCIe (DGX-1 V100 system architecture whitepaper, 2017: GPUs hang off PLX PCIe 3.0 switches, two
+    # GPUs per switch, each switch on one x16 lane set of a CPU; GPUs 0-3 sit on CPU 0's two switches)
+    bandwidth, latency = PCIE3
+    links += [Link("cpu:0", "host", 2 * 4 * 8 * 2133e6, 0.0, "host memory (DDR4-2133, 2 x 4 channels)")]
+    links += [Link("host", f"plx:{s}", bandwidth, latency, f"PCIe 3.0 x16 uplink of switch {s}") for s in (0, 1)]
+    links += [Link(f"gpu:{i}", f"plx:{i // 2}", bandwidth, latency, "PCIe 3.0 x16") for i in range(4)]
+    return topology_cluster("dgx1-v100-4gpu", [cpu, *gpus], Topology(("host", "plx:0", "plx:1"), tuple(links)))
 
 
 def _dgx_h100_8gpu() -> Cluster:
@@ -116,12 +119,14 @@ def _dgx_h100_8gpu() -> Cluster:
         op_overhead_s=GPU_OP_OVERHEAD_S,
     ) for i in range(8)]
 
-    def link(a: Device, b: Device) -> tuple[float, float]:
-        if "CPU" in (a.kind, b.kind):
-            return 55.0 * GB, 10e-6  # PCIe 5.0 x16: 64 GB/s raw per direction, ~55 GB/s achieved
-        return 450.0 * GB, 2e-6  # NVLink 4 via NVSwitch: 18 links x 25 GB/s = 450 GB/s per direction
-
-    return linked_cluster("dgx-h100-8gpu", [cpu, *gpus], link)
+    # NVLink 4 through the NVSwitch fabric (4 third-generation NVSwitch chips, non-blocking): each GPU's 18 links
+    # x 25 GB/s = 450 GB/s per direction (H100 datasheet: 900 GB/s bidirectional), shared by all its peers.
+    links = [Link(f"gpu:{i}", "nvswitch", 450.0 * GB, 2e-6, "NVLink 4 x18") for i in range(8)]
+    # Host: each GPU's PCIe 5.0 x16 (64 GB/s raw per direction, ~55 GB/s achieved) to the host; how the
+    # system's PCIe switches share uplinks is not modelled. Host memory: 2 sockets x 8 channels DDR5-4800.
+    links += [Link("cpu:0", "host", 2 * 8 * 8 * 4800e6, 0.0, "host memory (DDR5-4800, 2 x 8 channels)")]
+    links += [Link(f"gpu:{i}", "host", 55.0 * GB, 10e-6, "PCIe 5.0 x16") for i in range(8)]
+    return topology_cluster("dgx-h100-8gpu", [cpu, *gpus], Topology(("host", "nvswitch"), tuple(links)))
 
 
 def _host_memory_bytes() -> int:
