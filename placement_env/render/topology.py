@@ -3,7 +3,8 @@
 * With a topology (switches and full-duplex links, e.g. ``k80-4gpu``): a tree drawing. The switch with the
   most links is at the top (the host on the K80 machines), every other node one row below the neighbour
   through which a breadth-first search first reaches it, and each parent centred over its children. Every
-  link is a line labelled with its bandwidth per direction and its label (e.g. "PCIe 3.0 x16 slot").
+  link is a line labelled with its bandwidth per direction and its label (e.g. "PCIe 3.0 x16 slot"); a link
+  between two nodes of one row (NVLink between GPUs) is an arc below the row.
 * Without one (a link per device pair: ``paper-*``, the DGX presets, ``local:N``): the devices on a circle
   and a line per pair, its width and colour by bandwidth, labelled with it (both directions when they differ).
 
@@ -85,14 +86,23 @@ def _draw_node(ax, xy: tuple[float, float], text: str, colour: str, switch: bool
 
 def _draw_topology(ax, cluster: Cluster) -> None:
     positions = _tree_positions(cluster)
+    lowest = min(y for _, y in positions.values())
     for link in cluster.topology.links:
         (xa, ya), (xb, yb) = positions[link.a], positions[link.b]
         if yb > ya:  # (xb, yb) the lower end: labels sit nearer it, where sibling links are further apart
             (xa, ya), (xb, yb) = (xb, yb), (xa, ya)
-        ax.plot([xa, xb], [ya, yb], color="0.45", lw=1.2, zorder=1)
+        if ya == yb:  # a link within a row (e.g. NVLink between GPUs): an arc below it, deeper the longer
+            t = np.linspace(0.0, 1.0, 30)
+            dip = 0.3 * abs(xb - xa)
+            xs, ys = xa + t * (xb - xa), ya - 4 * dip * t * (1 - t)
+            label_at = ((xa + xb) / 2, ya - dip)
+            lowest = min(lowest, ya - dip)
+        else:
+            xs, ys = np.array([xa, xb]), np.array([ya, yb])
+            label_at = (xa + 0.62 * (xb - xa), ya + 0.62 * (yb - ya))
+        ax.plot(xs, ys, color="0.45", lw=1.2, zorder=1)
         text = "\n".join([_gbps(link.bandwidth), *textwrap.wrap(link.label, 18)])
-        ax.annotate(text, (xa + 0.62 * (xb - xa), ya + 0.62 * (yb - ya)), ha="center", va="center", fontsize=6,
-                    color="0.15",
+        ax.annotate(text, label_at, ha="center", va="center", fontsize=6, color="0.15",
                     zorder=2, bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none",
                                     "alpha": 0.8})
     for i, d in enumerate(cluster.devices):
@@ -100,9 +110,8 @@ def _draw_topology(ax, cluster: Cluster) -> None:
     for switch in cluster.topology.switches:
         _draw_node(ax, positions[switch], switch, _SWITCH_COLOUR, True)
     xs = [x for x, _ in positions.values()]
-    ys = [y for _, y in positions.values()]
     ax.set_xlim(min(xs) - 0.8, max(xs) + 0.8)
-    ax.set_ylim(min(ys) - 0.7, max(ys) + 0.5)
+    ax.set_ylim(lowest - 0.7, 0.5)
 
 
 def _draw_pairs(ax, cluster: Cluster) -> None:
