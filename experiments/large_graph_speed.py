@@ -1,0 +1,81 @@
+"""The simulator at 50,000 ops: ``python -m experiments.large_graph_speed`` (run it on an otherwise idle machine).
+
+The graph is the RNNLM with 8 layers unrolled over 105 steps (``load_benchmark("rnnlm", num_layers=8,
+num_steps=105, max_groups=4000)``: 50,808 ops, 860 groups; built once, then cached). For each cluster it
+times, per placement, a batch of 64 random placements (each group on a device that can run it) on one
+thread and on ``--threads`` threads (``SimulationPlan.run_batch(..., threads=N)``), alternated over
+``--rounds`` rounds, best and median of 5 batches each; then, on one thread, placements that split the groups
+in index order as layer-wise splits do: all on GPU 0, and 2 or 4 contiguous blocks over the GPUs.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+
+
+def _per_placement(plan, placements: np.ndarray, threads: int, repeats: int = 5) -> list[float]:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        plan.run_batch(placements, threads=threads)
+        times.append((time.perf_counter() - start) / len(placements))
+    return times
+
+
+def _in_order_splits(allowed: np.ndarray, gpus: list[int]) -> dict[str, np.ndarray]:
+    """All groups on the first GPU, and 2 or 4 contiguous blocks of groups over the GPUs (a group a GPU
+    cannot run goes to device 0, the CPU)."""
+    n = allowed.shape[0]
+    rows = np.arange(n)
+    splits = {"one GPU": np.full(n, gpus[0])}
+    for k in (2, 4):
+        splits[f"{k} blocks"] = np.array(gpus[:k])[np.minimum(rows * k // n, k - 1)]
+    return {name: np.where(allowed[rows, p], p, 0) for name, p in splits.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clusters", nargs="+", default=["paper-4gpu", "k80-4gpu"])
+    parser.add_argument("--threads", type=int, default=2, help="threads of the parallel batch (default: %(default)s)")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    from placement_env.quiet_tf import import_tensorflow_quietly
+
+    import_tensorflow_quietly()
+    import placement_env as pe
+    from placement_env.costs import analytical_costs
+    from placement_env.runtime.simulated import SimulationPlan, check_threads
+
+    check_threads(args.threads)
+    graph = pe.load_benchmark("rnnlm", num_layers=8, num_steps=105, max_groups=4000)
+    print(f"rnnlm, 8 layers x 105 steps: {graph.n_ops:,} ops, {graph.n_groups:,} groups, {graph.n_edges:,} edges")
+    for name in args.clusters:
+        cluster = pe.load_cluster(name)
+        plan = SimulationPlan(graph, cluster, analytical_costs(graph, cluster).seconds)
+        allowed = pe.allowed_devices(graph, cluster)
+        rng = np.random.default_rng(0)
+        rows = np.arange(graph.n_groups)
+        drawn = rng.integers(0, cluster.n_devices, (64, graph.n_groups))
+        random = np.where(allowed[rows, drawn], drawn, 0)
+        plan.run_batch(random[:2])  # compile (or load the compiled code) outside the timing
+        plan.run_batch(random[:2], threads=args.threads)
+        for r in range(args.rounds):
+            cells = []
+            for threads in (1, args.threads):
+                times = _per_placement(plan, random, threads)
+                cells.append(f"{threads} thread(s): best {min(times) * 1e3:.2f}, median "
+                             f"{statistics.median(times) * 1e3:.2f} ms")
+            print(f"{name}, random placements, round {r + 1}: " + " | ".join(cells))
+        gpus = [d for d in range(cluster.n_devices) if cluster.devices[d].kind == "GPU"]
+        for split, placement in _in_order_splits(allowed, gpus).items():
+            times = _per_placement(plan, np.repeat(placement[None], 16, axis=0), 1)
+            print(f"{name}, {split}: best {min(times) * 1e3:.2f} ms per placement (one thread)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
