@@ -1,7 +1,7 @@
 """The simulator at 50,000 ops: ``python -m experiments.large_graph_speed`` (run it on an otherwise idle machine).
 
-The graph is the RNNLM with 8 layers unrolled over 105 steps (``load_benchmark("rnnlm", num_layers=8,
-num_steps=105, max_groups=4000)``: 50,808 ops, 860 groups; built once, then cached). For each cluster it
+The graph is ``rnnlm-deep``, the RNNLM with 8 layers unrolled over 105 steps (``load_benchmark("rnnlm-deep",
+max_groups=4000)``: 50,808 ops, 860 groups; built once, then cached). For each cluster it
 times, per placement, a batch of 64 random placements (each group on a device that can run it) on one
 thread and on ``--threads`` threads (``SimulationPlan.run_batch(..., threads=N)``), alternated over
 ``--rounds`` rounds, best and median of 5 batches each; then, on one thread, placements that split the groups
@@ -51,8 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     from placement_env.runtime.simulated import SimulationPlan, check_threads
 
     check_threads(args.threads)
-    graph = pe.load_benchmark("rnnlm", num_layers=8, num_steps=105, max_groups=4000)
-    print(f"rnnlm, 8 layers x 105 steps: {graph.n_ops:,} ops, {graph.n_groups:,} groups, {graph.n_edges:,} edges")
+    graph = pe.load_benchmark("rnnlm-deep", max_groups=4000)
+    print(f"rnnlm-deep (8 layers x 105 steps): {graph.n_ops:,} ops, {graph.n_groups:,} groups, {graph.n_edges:,} edges")
     for name in args.clusters:
         cluster = pe.load_cluster(name)
         plan = SimulationPlan(graph, cluster, analytical_costs(graph, cluster).seconds)

@@ -31,6 +31,14 @@ def test_modern_models_are_registered_by_what_they_are():
         pe.load_benchmark("gpt3")
 
 
+def test_the_deep_rnnlm_is_registered_and_only_for_the_rnnlm():
+    assert "rnnlm-deep" in pe.benchmark_names()
+    with pytest.raises(TypeError, match="benchmark 'rnnlm-deep' has no parameter.*'num_layers', 'num_steps'"):
+        pe.load_benchmark("rnnlm-deep", layers=3)  # checked before anything is built
+    with pytest.raises(UnknownBenchmarkError, match="rnnlm-deep"):
+        pe.load_benchmark("nmt-deep")
+
+
 @pytest.mark.parametrize("name", [f"{m}-tiny" for m in (*PAPER_MODELS, *MODERN_MODELS)] + ["synthetic-tiny"])
 def test_tiny_benchmarks_build_group_and_run(name):
     graph = pe.load_benchmark(name, max_groups=32)

@@ -2,7 +2,8 @@
 
 Names: ``rnnlm``, ``nmt``, ``inception_v3`` (the paper's three models at paper scale),
 ``transformer``, ``gpt2``, ``bert``, ``resnet50`` (modern models at their published base size),
-the same with ``-tiny`` (small, for tests), and ``synthetic:<seed>`` (random layered DAGs). Keyword
+the same with ``-tiny`` (small, for tests), ``rnnlm-deep`` (8 layers over 105 steps: 50,808 ops, for the
+simulator at scale), and ``synthetic:<seed>`` (random layered DAGs). Keyword
 parameters override the builder's (e.g. ``load_benchmark("nmt", batch=32)``).
 
 The imported, ungrouped graph is cached under ``$PLACEMENT_ENV_CACHE`` (default
@@ -27,7 +28,7 @@ from ..cache import cache_dir
 from ..errors import GraphFormatError, UnknownBenchmarkError
 from ..grouping import DEFAULT_MAX_GROUPS, group_ops
 from ..opgraph import FORMAT_VERSION, OpGraph
-from .sizes import BLOCKS, PARAMS, SYNTHETIC_PAPER
+from .sizes import BLOCKS, DEEP, PARAMS, SYNTHETIC_PAPER
 
 PAPER_MODELS = ("rnnlm", "nmt", "inception_v3")
 MODERN_MODELS = ("transformer", "gpt2", "bert", "resnet50")
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 def benchmark_names() -> list[str]:
     """The fixed benchmark names; ``synthetic:<seed>`` accepts any non-negative integer seed."""
     models = (*PAPER_MODELS, *MODERN_MODELS)
-    return [*models, *(f"{m}-tiny" for m in models), "synthetic-tiny"]
+    return [*models, *(f"{m}-tiny" for m in models), *(f"{m}-deep" for m in DEEP), "synthetic-tiny"]
 
 
 def benchmark_blocks(name: str, **params: Any) -> tuple[str, ...]:
@@ -78,6 +79,8 @@ def _resolve(name: str) -> tuple[str, dict[str, Any]]:
     if model in PARAMS and variant in ("", "tiny") and name != "synthetic":
         paper, tiny = PARAMS[model]
         return model, dict(tiny if variant else paper)
+    if variant == "deep" and model in DEEP:
+        return model, dict(DEEP[model])
     raise UnknownBenchmarkError(
         f"unknown benchmark {name!r}; known: {', '.join(benchmark_names())}, or synthetic:<seed> "
         "(a non-negative integer seed)"
