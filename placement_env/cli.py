@@ -196,21 +196,19 @@ def _fit_paper_machine(args: argparse.Namespace) -> None:
 
 def _cluster(args: argparse.Namespace) -> None:
     """Describe a cluster (or list the presets) and, with --plot, draw its interconnect."""
-    if args.plot and args.name is None:
-        raise ValueError("--plot needs a cluster: give a preset name, local:N or a cluster .json file")
+    if args.name is None:
+        if args.plot:
+            raise ValueError("--plot needs a cluster: give a preset name, local:N or a cluster .json file")
+        print("cluster presets: " + ", ".join(preset_names()) + "\nalso: local:N, or a path to a cluster .json file")
+        return
     if args.plot:
         check_output_file(args.plot, "--plot")
-    print(_describe_cluster(args.name))
+    cluster = load_cluster(args.name)
+    print(cluster.describe())
     if args.plot:
         from .render.topology import save_cluster_picture
 
-        print(f"picture written to {save_cluster_picture(load_cluster(args.name), args.plot)}")
-
-
-def _describe_cluster(name: str | None) -> str:
-    if name is None:
-        return "cluster presets: " + ", ".join(preset_names()) + "\nalso: local:N, or a path to a cluster .json file"
-    return load_cluster(name).describe()
+        print(f"picture written to {save_cluster_picture(cluster, args.plot)}")
 
 
 def _mb(value: float) -> str:
