@@ -39,6 +39,18 @@ def test_the_deep_rnnlm_is_registered_and_only_for_the_rnnlm():
         pe.load_benchmark("nmt-deep")
 
 
+def test_a_batch_variant_is_the_paper_model_at_another_batch():
+    from placement_env.benchmarks.registry import _resolve
+    from placement_env.benchmarks.sizes import GPT2_PAPER
+
+    assert _resolve("gpt2-batch4") == ("gpt2", {**GPT2_PAPER, "batch": 4})
+    with pytest.raises(TypeError, match="benchmark 'rnnlm-batch128' has no parameter.*'num_layers'"):
+        pe.load_benchmark("rnnlm-batch128", layers=3)  # checked before anything is built
+    for bad in ("gpt2-batch0", "gpt3-batch4", "synthetic-batch4", "gpt2-tiny-batch4", "gpt2-batch"):
+        with pytest.raises(UnknownBenchmarkError, match=f"unknown benchmark '{bad}'.*<model>-batch<N>"):
+            pe.load_benchmark(bad)
+
+
 @pytest.mark.parametrize("name", [f"{m}-tiny" for m in (*PAPER_MODELS, *MODERN_MODELS)] + ["synthetic-tiny"])
 def test_tiny_benchmarks_build_group_and_run(name):
     graph = pe.load_benchmark(name, max_groups=32)

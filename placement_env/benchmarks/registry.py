@@ -3,7 +3,8 @@
 Names: ``rnnlm``, ``nmt``, ``inception_v3`` (the paper's three models at paper scale),
 ``transformer``, ``gpt2``, ``bert``, ``resnet50`` (modern models at their published base size),
 the same with ``-tiny`` (small, for tests), ``rnnlm-deep`` (8 layers over 105 steps: 50,808 ops, for the
-simulator at scale), and ``synthetic:<seed>`` (random layered DAGs). Keyword
+simulator at scale), ``<model>-batch<N>`` (a model at paper scale with batch N instead of its own: the
+same graph under more or less memory pressure), and ``synthetic:<seed>`` (random layered DAGs). Keyword
 parameters override the builder's (e.g. ``load_benchmark("nmt", batch=32)``).
 
 The imported, ungrouped graph is cached under ``$PLACEMENT_ENV_CACHE`` (default
@@ -34,6 +35,7 @@ PAPER_MODELS = ("rnnlm", "nmt", "inception_v3")
 MODERN_MODELS = ("transformer", "gpt2", "bert", "resnet50")
 BUILDER_VERSION = 2  # bump when a builder changes the graphs it makes, to invalidate caches
 _SYNTHETIC = re.compile(r"synthetic:(\d+)")
+_BATCH = re.compile(r"(\w+)-batch(\d+)")
 log = logging.getLogger(__name__)
 
 
@@ -81,9 +83,12 @@ def _resolve(name: str) -> tuple[str, dict[str, Any]]:
         return model, dict(tiny if variant else paper)
     if variant == "deep" and model in DEEP:
         return model, dict(DEEP[model])
+    match = _BATCH.fullmatch(name)
+    if match and match.group(1) in PARAMS and match.group(1) != "synthetic" and int(match.group(2)) >= 1:
+        return match.group(1), {**PARAMS[match.group(1)][0], "batch": int(match.group(2))}
     raise UnknownBenchmarkError(
-        f"unknown benchmark {name!r}; known: {', '.join(benchmark_names())}, or synthetic:<seed> "
-        "(a non-negative integer seed)"
+        f"unknown benchmark {name!r}; known: {', '.join(benchmark_names())}, <model>-batch<N> (a model above at "
+        "paper scale with batch N >= 1), or synthetic:<seed> (a non-negative integer seed)"
     )
 
 
