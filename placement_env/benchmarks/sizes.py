@@ -27,9 +27,11 @@ NMT_PAPER: dict[str, Any] = {
     "tgt_vocab": 40000,
     "src_len": 30,
     "tgt_len": 30,
+    "layers": 2,  # encoder layers = decoder layers
 }
 
-NMT_TINY: dict[str, Any] = {"batch": 4, "hidden": 16, "src_vocab": 50, "tgt_vocab": 50, "src_len": 4, "tgt_len": 3}
+NMT_TINY: dict[str, Any] = {"batch": 4, "hidden": 16, "src_vocab": 50, "tgt_vocab": 50, "src_len": 4, "tgt_len": 3,
+                            "layers": 2}
 
 INCEPTION_V3_PAPER: dict[str, Any] = {
     "image_size": 299,
