@@ -38,7 +38,8 @@ NMT_TINY: dict[str, Any] = {"batch": 4, "hidden": 16, "src_vocab": 50, "tgt_voca
 # standard_hparams/wmt16_gnmt_8_layer.json) and the paper's 40,000-word vocabularies. Sentences of
 # 60 tokens a side (twice the paper's 30) give 67,639 ops and, with max_groups=4000, 1,139 groups:
 # the scale at which the generalisation issue times the simulator (the recipe's longest training
-# sentences, 50, give 56,429 ops but only 941 groups). In the simulator one GPU needs 27.6 GiB.
+# sentences, 50, give 56,429 ops but only 941 groups). In the simulator the expert's 4-GPU layer
+# split fits paper-4gpu and k80-4gpu (10.4 GiB at most on a GPU) where one GPU needs 27.6 GiB.
 NMT_DEEP: dict[str, Any] = {**NMT_PAPER, "batch": 128, "hidden": 1024, "src_len": 60, "tgt_len": 60, "layers": 8}
 
 INCEPTION_V3_PAPER: dict[str, Any] = {
