@@ -12,14 +12,17 @@ dropped too, so ``gradients/MaxPool_3a_3x3_grad/MaxPoolGrad`` counts for ``MaxPo
 already live under their variable's scope. What remains is matched against the rules below.
 
 GPU ``i`` means the i-th GPU of the cluster (in device order); ``n`` is the number of GPUs and
-"last" is GPU ``n - 1``.
+"last" is GPU ``n - 1``. Layer-wise, as the paper's expert: with ``L`` LSTM layers in a stack, layer
+``k`` goes to GPU ``layer_gpu(k) = k`` when ``L <= n`` (one layer per GPU), else to GPU ``floor(k n /
+L)``, consecutive layers on consecutive GPUs in contiguous blocks (8 layers on 4 GPUs: two per
+GPU). The paper's 2-layer models get GPUs 0 and 1 on any cluster of two GPUs or more.
 
-RNNLM (``rnnlm``, ``rnnlm-tiny``):
+RNNLM (``rnnlm``, ``rnnlm-tiny``, ``rnnlm-deep``):
 
     =========================  ==========================================
     scope (after stripping)     device
     =========================  ==========================================
-    ``lstm_<k>/...``            GPU ``k mod n``
+    ``lstm_<k>/...``            GPU ``layer_gpu(k)``
     ``embedding/...``           GPU of ``lstm_0`` (GPU 0)
     ``inputs/...``              GPU of ``lstm_0`` (GPU 0)
     ``softmax/...``             last GPU
@@ -27,13 +30,14 @@ RNNLM (``rnnlm``, ``rnnlm-tiny``):
     anything else               no vote (see "groups" below)
     =========================  ==========================================
 
-NMT (``nmt``, ``nmt-tiny``), GNMT style (layer k of the encoder and of the decoder share a GPU):
+NMT (``nmt``, ``nmt-tiny``, ``nmt-deep``), GNMT style (layer k of the encoder and of the decoder
+share a GPU):
 
     ===============================  ==========================================
     scope (after stripping)           device
     ===============================  ==========================================
-    ``encoder/lstm_<k>/...``          GPU ``k mod n``
-    ``decoder/lstm_<k>/...``          GPU ``k mod n``
+    ``encoder/lstm_<k>/...``          GPU ``layer_gpu(k)``
+    ``decoder/lstm_<k>/...``          GPU ``layer_gpu(k)``
     ``encoder/embedding/...``         GPU of ``encoder/lstm_0`` (GPU 0)
     ``decoder/embedding/...``         GPU of ``decoder/lstm_0`` (GPU 0)
     ``inputs/...``                    GPU 0
@@ -74,7 +78,8 @@ from placement_env.errors import NoExpertPlacementError
 
 from placement_env.problem import Problem
 
-EXPERT_BENCHMARKS: tuple[str, ...] = ("rnnlm", "nmt", "inception_v3", "rnnlm-tiny", "nmt-tiny", "inception_v3-tiny")
+EXPERT_BENCHMARKS: tuple[str, ...] = ("rnnlm", "nmt", "inception_v3", "rnnlm-tiny", "nmt-tiny", "inception_v3-tiny",
+                                      "rnnlm-deep", "nmt-deep")
 
 _GRADIENTS = re.compile(r"^gradients(?:_\d+)?/")
 _UPDATE = re.compile(r"^train_step/update_")
@@ -96,22 +101,33 @@ def forward_scope(op_name: str) -> str:
 def _model(benchmark: str) -> str:
     name = str(benchmark or "")
     model, _, variant = name.partition("-")
-    if model in ("rnnlm", "nmt", "inception_v3") and variant in ("", "tiny"):
+    if model in ("rnnlm", "nmt", "inception_v3") and variant in ("", "tiny") \
+            or model in ("rnnlm", "nmt") and variant == "deep":
         return model
     raise NoExpertPlacementError(
         f"no expert placement for benchmark {name!r}; the expert placement exists for: "
         f"{', '.join(EXPERT_BENCHMARKS)} (it needs the model's known layer structure)")
 
 
+def _layer_gpu(k: int, n_layers: int, n_gpus: int) -> int:
+    """GPU ordinal of LSTM layer ``k`` of ``n_layers``: its own GPU while there are enough, else
+    contiguous blocks of consecutive layers (layer-wise, as the paper's expert)."""
+    return k if n_layers <= n_gpus else k * n_gpus // n_layers
+
+
 def _lstm_votes(names: list[str], n_gpus: int) -> np.ndarray:
     """GPU ordinal (0..n_gpus-1) each op votes for, or -1 for no vote (RNNLM and NMT rules)."""
     last = n_gpus - 1
     votes = np.full(len(names), -1, dtype=np.int64)
-    for i, full in enumerate(names):
-        name = forward_scope(full)
-        match = _LSTM.match(name)
+    scopes = [forward_scope(full) for full in names]
+    matches = [_LSTM.match(name) for name in scopes]
+    # Layers per stack (None for the RNNLM's, else "encoder" / "decoder"), read off the graph.
+    n_layers: dict[str | None, int] = {}
+    for match in filter(None, matches):
+        n_layers[match.group(1)] = max(n_layers.get(match.group(1), 0), int(match.group(2)) + 1)
+    for i, (name, match) in enumerate(zip(scopes, matches)):
         if match:
-            votes[i] = int(match.group(2)) % n_gpus
+            votes[i] = _layer_gpu(int(match.group(2)), n_layers[match.group(1)], n_gpus)
             continue
         top = name.split("/", 1)[0]
         if top in ("attention", "softmax", "loss"):

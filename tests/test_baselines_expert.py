@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import placement_env as pe
-from baselines.expert import EXPERT_BENCHMARKS, _balanced_chunks, block_gpus, expert, forward_scope
+from baselines.expert import EXPERT_BENCHMARKS, _balanced_chunks, _layer_gpu, block_gpus, expert, forward_scope
 from placement_env import METHODS, NoExpertPlacementError, Problem, resolve_method, solve
 
 BLOCKS = pe.benchmark_blocks("inception_v3")
@@ -123,6 +123,18 @@ def test_inception_blocks_in_order_on_non_decreasing_gpus(graphs, cluster):
     assert all(d in gpus for d in placed)
     assert placed == sorted(placed)
     assert placed[0] == gpus[0] and placed[-1] == gpus[-1]
+
+
+def test_more_lstm_layers_than_gpus_go_in_contiguous_blocks():
+    assert [_layer_gpu(k, 8, 4) for k in range(8)] == [0, 0, 1, 1, 2, 2, 3, 3]
+    assert [_layer_gpu(k, 2, n) for n in (1, 2, 4) for k in range(2)] == [0, 0, 0, 1, 0, 1]  # as k mod n
+    graph = pe.load_benchmark("nmt-tiny", layers=4)
+    problem = _problem(graph, "paper-2gpu")
+    gpus = _gpus(problem.cluster)
+    share = _flops_share(graph, expert(problem), problem.cluster.n_devices)
+    for stack in ("encoder", "decoder"):
+        placed = [int(np.argmax(share[f"{stack}/lstm_{k}"])) for k in range(4)]
+        assert placed == [gpus[0], gpus[0], gpus[1], gpus[1]], stack
 
 
 def test_balanced_chunks():

@@ -31,12 +31,34 @@ def test_modern_models_are_registered_by_what_they_are():
         pe.load_benchmark("gpt3")
 
 
-def test_the_deep_rnnlm_is_registered_and_only_for_the_rnnlm():
+def test_the_deep_rnnlm_is_registered_and_only_for_the_lstm_models():
     assert "rnnlm-deep" in pe.benchmark_names()
     with pytest.raises(TypeError, match="benchmark 'rnnlm-deep' has no parameter.*'num_layers', 'num_steps'"):
         pe.load_benchmark("rnnlm-deep", layers=3)  # checked before anything is built
-    with pytest.raises(UnknownBenchmarkError, match="rnnlm-deep"):
-        pe.load_benchmark("nmt-deep")
+    with pytest.raises(UnknownBenchmarkError, match="rnnlm-deep.*nmt-deep"):
+        pe.load_benchmark("inception_v3-deep")
+
+
+def test_the_deep_nmt_is_registered_and_bad_parameters_are_refused_before_building(monkeypatch):
+    from placement_env.benchmarks import nmt, registry
+
+    assert "nmt-deep" in pe.benchmark_names()
+    monkeypatch.setattr(registry, "_build", lambda *args: pytest.fail("built a graph for a refused parameter"))
+    with pytest.raises(TypeError, match="benchmark 'nmt-deep' has no parameter.*'layers'"):
+        pe.load_benchmark("nmt-deep", num_layers=3)
+    with pytest.raises(ValueError, match="layers=0"):
+        nmt.build(layers=0)  # the builder checks its parameters before it makes a graph
+
+
+def test_nmt_layers_deepen_both_stacks_with_residuals_from_the_third_layer():
+    two, four = pe.load_benchmark("nmt-tiny"), pe.load_benchmark("nmt-tiny", layers=4)
+    assert four.n_ops > two.n_ops
+    variables = set(four.op_names[four.op_types == "VarHandleOp"].tolist())
+    assert {"encoder/lstm_3/kernel", "decoder/lstm_3/kernel"} <= variables
+    assert not any(v.startswith(("encoder/lstm_4/", "decoder/lstm_4/")) for v in variables)
+    names = set(four.op_names.tolist())
+    assert {"encoder/lstm_2/t0/residual", "decoder/lstm_3/t2/residual"} <= names  # GNMT's residuals
+    assert not any(n.endswith("/residual") for n in two.op_names.tolist())  # none in the 2-layer model
 
 
 def test_a_batch_variant_is_the_paper_model_at_another_batch():

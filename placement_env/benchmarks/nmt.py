@@ -1,22 +1,28 @@
 """NMT benchmark: a GNMT-like attention encoder-decoder, unrolled, one training step (paper: batch 64).
 
-Graph (TF1 graph mode, no feeds, no control flow, every shape static):
+Graph (TF1 graph mode, no feeds, no control flow, every shape static; ``L`` = ``layers``, the number
+of encoder layers and of decoder layers):
 
 - ``inputs``: source ids [batch, src_len] and target ids [batch, tgt_len + 1] drawn in-graph by
   ``tf.random.uniform``; the decoder reads ``target[:, :-1]`` and predicts ``target[:, 1:]``.
 - ``encoder/embedding``: [src_vocab, hidden] table, one lookup, unstacked per source step (dense
   gradient, see :func:`placement_env.benchmarks.common.embedding_lookup`; likewise for the decoder).
-- ``encoder/lstm_0``, ``encoder/lstm_1``: unrolled LSTM layers (:mod:`placement_env.benchmarks.lstm`).
+- ``encoder/lstm_0`` .. ``encoder/lstm_<L-1>``: unrolled LSTM layers
+  (:mod:`placement_env.benchmarks.lstm`); from the third layer up (k >= 2) a layer passes up its
+  output plus its input, ``encoder/lstm_<k>/t<t>/residual`` (GNMT's residual connections, Wu et
+  al. 2016; the 2-layer model has none).
 - ``attention/memory``, ``attention/keys``: the top encoder outputs stacked to [batch, src_len,
   hidden] and projected once by W_k (the attention keys).
 - ``decoder/embedding``: [tgt_vocab, hidden] table, one lookup, unstacked per target step.
-- per decoder step t (decoder layers start from the encoder layers' final states):
+- per decoder step t (decoder layer k starts from encoder layer k's final state):
   - ``decoder/lstm_0/t<t>``: input [y_t ; ctx_{t-1}] (input feeding; ctx_{-1} = 0);
   - ``attention/t<t>``: additive (Bahdanau) attention with the bottom decoder output as query,
     score_s = v . tanh(keys_s + W_q h0_t), alpha = softmax(score), ctx_t = alpha @ memory;
-  - ``decoder/lstm_1/t<t>``: input [h0_t ; ctx_t] (the context feeds the upper layer, GNMT style);
-  - ``softmax/t<t>``: attentional output a_t = tanh(W_c [h1_t ; ctx_t]) (the context feeds the
-    output projection);
+  - ``decoder/lstm_<k>/t<t>`` for k = 1 .. L-1: input [h_{k-1,t} ; ctx_t] (the context feeds
+    every upper layer, GNMT style), h_{k-1,t} being the output passed up by the layer below; from
+    k >= 2 the layer passes up its output plus h_{k-1,t} (``.../residual``, as in the encoder);
+  - ``softmax/t<t>``: attentional output a_t = tanh(W_c [h_{L-1,t} ; ctx_t]) (the context feeds
+    the output projection);
 - ``softmax``: all a_t concatenated to [tgt_len * batch, hidden], logits = a W_o + b over the full
   target vocabulary in one matmul (a per-step softmax would keep 50 [hidden, vocab] weight
   gradients of 1.3 GB alive until they are summed), sparse softmax cross-entropy.
@@ -26,19 +32,25 @@ Graph (TF1 graph mode, no feeds, no control flow, every shape static):
 Layer k+1 at step t depends only on layer k at step t and itself at t-1, so the layer-wise
 ("expert", one layer per GPU) split can pipeline, as in the paper.
 
-Sizes (``PAPER``, from :mod:`placement_env.benchmarks.sizes`, which says why they were chosen): batch
-64, hidden = embedding = attention size 2048, source and target vocab 40,000 each, source and
-target length 30, 2 encoder + 2 decoder layers. Parameters (430.4 M floats): embeddings 2 x 81.9M,
-softmax 82.0M, encoder LSTMs 2 x 33.6M, decoder LSTMs 2 x 50.3M (inputs widened by the context),
-attention + output projection 16.8M. The vocabulary mostly adds parameters, the [batch, vocab]
-softmax tensors and softmax FLOPs; the op count does not depend on it.
+Sizes (from :mod:`placement_env.benchmarks.sizes`, which says why they were chosen). ``PAPER``:
+batch 64, hidden = embedding = attention size 2048, source and target vocab 40,000 each, source
+and target length 30, 2 encoder + 2 decoder layers. Parameters (430.4 M floats): embeddings 2 x
+81.9M, softmax 82.0M, encoder LSTMs 2 x 33.6M, decoder LSTMs 2 x 50.3M (inputs widened by the
+context), attention + output projection 16.8M. The vocabulary mostly adds parameters, the [batch,
+vocab] softmax tensors and softmax FLOPs; the op count does not depend on it.
 
 PAPER builds 10,284 TF ops (9,972 in the OpGraph, 179 groups); :func:`estimate_step_memory` = 5.5
 GiB: 3.2 GiB parameters + momentum slots, 2.3 GiB activations kept for the backward pass (each
 weight's one shared read, the [batch, src_len, hidden] attention energies and the [batch,
 tgt_vocab] cross-entropy backprop tensors of every decoder step, the LSTM gates). TINY (batch 4,
-hidden 16, vocab 50, source length 4, target length 3) builds 1,533 TF ops (1,305 in the OpGraph,
-191 groups).
+hidden 16, vocab 50, source length 4, target length 3, 2 + 2 layers) builds 1,533 TF ops (1,305 in
+the OpGraph, 191 groups).
+
+``nmt-deep`` (``sizes.NMT_DEEP``): GNMT's 8 + 8 layers of 1,024 units, batch 128, source and
+target length 60, vocab 40,000 each. Parameters 295.0 M floats (embeddings 2 x 41.0M, softmax
+41.0M, encoder LSTMs 8 x 8.4M, decoder LSTMs 8 x 12.6M, attention + output projection 4.2M); it
+builds 68,335 TF ops (67,639 in the OpGraph; 256 groups by default, 1,139 with max_groups=4000);
+:func:`estimate_step_memory` = 10.1 GiB (2.2 GiB parameters + slots, 7.9 GiB activations).
 """
 from __future__ import annotations
 
@@ -75,7 +87,7 @@ class _Output:
     """The attentional output projection and the softmax over the target vocabulary."""
 
     scope: str  # absolute name scope of every output op
-    w_c: tf.Tensor  # [2 hidden, hidden] projection of [h1_t ; ctx_t]
+    w_c: tf.Tensor  # [2 hidden, hidden] projection of [h_top,t ; ctx_t]
     w_o: tf.Tensor  # [hidden, tgt_vocab] softmax weights
     b_o: tf.Tensor  # [tgt_vocab] softmax bias
 
@@ -96,17 +108,26 @@ def _inputs(p: dict) -> tuple[tf.Tensor, tf.Tensor, list[tf.Tensor]]:
     return src, tgt_in, labels
 
 
+def _residual(layer: LSTMLayer, t: int, h: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+    """GNMT's residual connection at step ``t``: the layer's output ``h`` plus its input ``x``, named
+    ``<layer>/t<t>/residual`` so that it belongs to the layer's step."""
+    with reenter_scope(f"{layer.name_scope}/t{t}"):
+        return tf.add(h, x, name="residual")
+
+
 def _encoder(p: dict, src: tf.Tensor) -> tuple[list[tf.Tensor], list[tuple[tf.Tensor, tf.Tensor]]]:
-    """Embedding and two unrolled LSTM layers: top-layer outputs per source step, final state per layer."""
+    """Embedding and ``layers`` unrolled LSTM layers: top-layer outputs per source step, final state per layer."""
     hidden = p["hidden"]
     with tf.compat.v1.variable_scope("encoder"):
         with tf.compat.v1.variable_scope("embedding"):
             table = _variable("embedding", [p["src_vocab"], hidden])
             x = tf.unstack(embedding_lookup(table, src), num=p["src_len"], axis=1, name="steps")
         states = []
-        for k in range(2):
+        for k in range(p["layers"]):
             layer = LSTMLayer(hidden, hidden, f"lstm_{k}")
-            x, final = layer.unroll(x)
+            h, final = layer.unroll(x)
+            # Residual connections from the third layer up, as in GNMT (none in the 2-layer model).
+            x = [_residual(layer, t, h_t, x_t) for t, (h_t, x_t) in enumerate(zip(h, x))] if k >= 2 else h
             states.append(final)
     return x, states
 
@@ -127,16 +148,16 @@ def _attention_memory(p: dict, encoder_outputs: list[tf.Tensor]) -> _Attention:
     return _Attention(scope=scope, w_q=w_q, v_a=v_a, memory=memory, keys=keys)
 
 
-def _decoder_layers(p: dict, tgt_in: tf.Tensor) -> tuple[list[tf.Tensor], LSTMLayer, LSTMLayer]:
-    """The decoder's embedded input per target step and its two LSTM layers (variables only)."""
+def _decoder_layers(p: dict, tgt_in: tf.Tensor) -> tuple[list[tf.Tensor], list[LSTMLayer]]:
+    """The decoder's embedded input per target step and its ``layers`` LSTM layers (variables only)."""
     hidden = p["hidden"]
     with tf.compat.v1.variable_scope("decoder"):
         with tf.compat.v1.variable_scope("embedding"):
             table = _variable("embedding", [p["tgt_vocab"], hidden])
             y = tf.unstack(embedding_lookup(table, tgt_in), num=p["tgt_len"], axis=1, name="steps")
-        bottom = LSTMLayer(2 * hidden, hidden, "lstm_0")  # input [y_t ; ctx_{t-1}]
-        top = LSTMLayer(2 * hidden, hidden, "lstm_1")  # input [h0_t ; ctx_t]
-    return y, bottom, top
+        # Input [y_t ; ctx_{t-1}] for lstm_0, [h_{k-1,t} ; ctx_t] for every layer k above it.
+        layers = [LSTMLayer(2 * hidden, hidden, f"lstm_{k}") for k in range(p["layers"])]
+    return y, layers
 
 
 def _output_variables(p: dict) -> _Output:
@@ -163,25 +184,28 @@ def _attend(attention: _Attention, query: tf.Tensor, t: int) -> tf.Tensor:
         return tf.squeeze(ctx, axis=[1], name="context")  # [batch, hidden]
 
 
-def _attention_decoder(p: dict, y: list[tf.Tensor], layers: tuple[LSTMLayer, LSTMLayer],
+def _attention_decoder(p: dict, y: list[tf.Tensor], layers: list[LSTMLayer],
                        encoder_states: list[tuple[tf.Tensor, tf.Tensor]], attention: _Attention,
                        output: _Output) -> list[tf.Tensor]:
     """The unrolled decoder: the attentional output a_t [batch, hidden] of every target step.
 
-    Its layers start from the encoder layers' final states; the bottom layer reads the previous
-    context (input feeding, zero at the first step), the top layer and the output the current one.
+    Layer k starts from encoder layer k's final state; the bottom layer reads the previous context
+    (input feeding, zero at the first step), the layers above it and the output the current one.
+    Layers from the third up add their input h_{k-1,t} to their output (GNMT's residuals).
     """
-    bottom, top = layers
+    bottom, upper = layers[0], layers[1:]
     with reenter_scope(attention.scope):
         ctx = tf.zeros([p["batch"], p["hidden"]], dtype=tf.float32, name="initial_context")
-    s0, s1 = encoder_states
+    states = list(encoder_states)
     attentional = []
     for t in range(p["tgt_len"]):
-        h0, s0 = bottom.step([y[t], ctx], s0)
-        ctx = _attend(attention, h0, t)
-        h1, s1 = top.step([h0, ctx], s1)
+        h, states[0] = bottom.step([y[t], ctx], states[0])
+        ctx = _attend(attention, h, t)
+        for k, layer in enumerate(upper, start=1):
+            h_k, states[k] = layer.step([h, ctx], states[k])
+            h = _residual(layer, t, h_k, h) if k >= 2 else h_k
         with reenter_scope(output.scope), tf.compat.v1.name_scope(f"t{t}"):
-            hc = tf.concat([h1, ctx], axis=1, name="concat_context")
+            hc = tf.concat([h, ctx], axis=1, name="concat_context")
             attentional.append(
                 tf.tanh(tf.matmul(hc, output.w_c, name="projection_matmul"), name="attentional_output"))
     return attentional
@@ -203,9 +227,9 @@ def build(**params) -> common.TrainingStep:
         src, tgt_in, labels = _inputs(p)
         encoder_outputs, encoder_states = _encoder(p, src)
         attention = _attention_memory(p, encoder_outputs)
-        y, bottom, top = _decoder_layers(p, tgt_in)
+        y, layers = _decoder_layers(p, tgt_in)
         output = _output_variables(p)
-        attentional = _attention_decoder(p, y, (bottom, top), encoder_states, attention, output)
+        attentional = _attention_decoder(p, y, layers, encoder_states, attention, output)
         train_op = common.momentum_train_op(_loss(output, attentional, labels))
     return common.finish(graph, train_op, p)
 

@@ -2,9 +2,10 @@
 
 Names: ``rnnlm``, ``nmt``, ``inception_v3`` (the paper's three models at paper scale),
 ``transformer``, ``gpt2``, ``bert``, ``resnet50`` (modern models at their published base size),
-the same with ``-tiny`` (small, for tests), ``rnnlm-deep`` (8 layers over 105 steps: 50,808 ops, for the
-simulator at scale), ``<model>-batch<N>`` (a model at paper scale with batch N instead of its own: the
-same graph under more or less memory pressure), and ``synthetic:<seed>`` (random layered DAGs). Keyword
+the same with ``-tiny`` (small, for tests), ``rnnlm-deep`` (8 layers over 105 steps: 50,808 ops) and
+``nmt-deep`` (GNMT's 8 + 8 layers of 1,024 units over 60 + 60 steps: 67,639 ops), for the simulator at
+scale, ``<model>-batch<N>`` (a model at paper scale with batch N instead of its own: the same graph
+under more or less memory pressure), and ``synthetic:<seed>`` (random layered DAGs). Keyword
 parameters override the builder's (e.g. ``load_benchmark("nmt", batch=32)``).
 
 The imported, ungrouped graph is cached under ``$PLACEMENT_ENV_CACHE`` (default
