@@ -30,7 +30,8 @@ def small_config() -> Config:
 
 def test_suites_split_families_on_the_k80_machines():
     train, test = load_suite("generalisation-train"), load_suite("generalisation-test")
-    assert {t.benchmark for t in train} == {"rnnlm", "nmt", "inception_v3", "gpt2"}
+    assert {t.benchmark for t in train} == {"rnnlm", "nmt", "inception_v3", "gpt2", "inception_v3-batch192",
+                                            "inception_v3-batch240", "gpt2-batch4", "gpt2-batch6"}
     assert {t.benchmark for t in test} == {"resnet50", "transformer", "bert"}
     for task in train + test:
         assert task.cluster == f"k80-{task.gpus}gpu" and task.gpus in (2, 4)

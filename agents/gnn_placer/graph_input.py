@@ -11,8 +11,14 @@ devices):
   groups (the layer-wise splits that fit memory are contiguous in that order);
 * the group's resident and produced bytes against one GPU's memory (log scale): the env's memory fields are
   shares of the largest device, the host's 256 GiB on the K80 machines, which hides what fits a GPU;
-* graph-level context, the same on every row: the number of GPUs, the number of groups, and the whole graph's
-  resident and produced bytes against one GPU's memory (does it fit one GPU, two, four?).
+* where the group lies in the graph's memory and compute, for splits that carry over between graphs: with
+  every group that may go on a GPU on the first GPU, the group's bytes alive at that GPU's sequential peak
+  (:func:`placement_env.sequential_memory`) against its memory (log scale), and the shares of those bytes and
+  of the GPU compute time held by the groups before it in topological order (a contiguous split balanced by
+  memory over g GPUs puts the group on GPU floor(g x its memory share));
+* graph-level context, the same on every row: the number of GPUs, the number of groups, the whole graph's
+  resident and produced bytes against one GPU's memory, and that single-GPU sequential peak against one GPU's
+  memory and against all the GPUs' together (does it fit one GPU, two, four?).
 
 Edges are :func:`placement_env.env.group_graph.group_edges`, weighted by ``EDGE_FLOOR`` + log10(1 + bytes) / 12
 so dependency-only edges still pass messages.
@@ -25,7 +31,7 @@ import numpy as np
 import torch
 
 from agents.reinforce_seq2seq import group_features
-from placement_env import Problem, graph_features
+from placement_env import Problem, graph_features, sequential_memory
 from placement_env.env.group_graph import BYTES_SCALE, group_edges
 
 DEVICE_SLOTS = 9  # a CPU and up to 8 GPUs: device k of the cluster is output slot k
@@ -54,6 +60,25 @@ def _log_ratio(values: np.ndarray, unit: float) -> np.ndarray:
     return ((np.log10(1e-6 + np.asarray(values, np.float64) / unit) + 6.0) / 8.0).astype(np.float32)
 
 
+def _before(share: np.ndarray) -> np.ndarray:
+    """[n] float32: the sum of ``share`` over the groups before each one (an exclusive prefix sum)."""
+    return (np.cumsum(share) - share).astype(np.float32)
+
+
+def _single_gpu_shares(problem: Problem, fields: dict, gpu_memory: float
+                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per group, with every group that may go on a GPU on the first GPU (the rest on the CPU): its share of the
+    bytes alive at that GPU's sequential peak, its share of the graph's GPU compute time, and those bytes.
+    With no GPU, the first device stands in for it."""
+    cluster = problem.cluster
+    gpu = next((k for k, d in enumerate(cluster.devices) if d.kind == "GPU"), 0)
+    allowed = np.asarray(problem.allowed, bool)
+    placement = np.where(allowed[:, gpu], gpu, np.argmax(allowed, axis=1))
+    peak = sequential_memory(problem.graph, cluster, placement).at_peak_bytes[:, gpu].astype(np.float64)
+    compute = np.asarray(fields["compute"], np.float64)[:problem.graph.n_groups, 1]
+    return peak / max(peak.sum(), 1.0), compute / max(compute.sum(), 1e-12), peak
+
+
 def graph_input(problem: Problem) -> GraphInput:
     """The :class:`GraphInput` of ``problem``'s graph and cluster (no evaluation is spent)."""
     graph, cluster = problem.graph, problem.cluster
@@ -68,13 +93,16 @@ def graph_input(problem: Problem) -> GraphInput:
     gpu_memory = float(min(d.memory_bytes for d in gpus)) if gpus else float(max(d.memory_bytes for d in cluster.devices))
     resident = np.asarray(graph.group_persistent_bytes, np.float64)
     produced = np.bincount(graph.group, weights=graph.op_output_bytes, minlength=n).astype(np.float64)
+    memory_share, compute_share, peak = _single_gpu_shares(problem, fields, gpu_memory)
     angle = np.pi * np.asarray(fields["position"], np.float64)[:n].reshape(n, 1) * 2.0 ** np.arange(POSITION_FREQUENCIES)
     context = np.array([len(gpus) / (DEVICE_SLOTS - 1), np.log10(n) / 4.0,
-                        *_log_ratio([resident.sum(), produced.sum()], gpu_memory)], np.float32)
+                        *_log_ratio([resident.sum(), produced.sum(), peak.sum()], gpu_memory),
+                        min(peak.sum() / (gpu_memory * max(len(gpus), 1)), 4.0) / 4.0], np.float32)
     features = np.concatenate([
         group_features(fields, n, allowed),
         np.sin(angle).astype(np.float32), np.cos(angle).astype(np.float32),
         _log_ratio(np.stack([resident, produced], axis=1), gpu_memory),
+        _log_ratio(peak, gpu_memory)[:, None], _before(memory_share)[:, None], _before(compute_share)[:, None],
         np.broadcast_to(context, (n, context.size)),
     ], axis=1)
     src, dst, volume = group_edges(graph)
