@@ -1,7 +1,8 @@
-"""The simulator at 50,000 ops: ``python -m experiments.large_graph_speed`` (run it on an otherwise idle machine).
+"""The simulator at 50,000+ ops: ``python -m experiments.large_graph_speed`` (run it on an otherwise idle machine).
 
-The graph is ``rnnlm-deep``, the RNNLM with 8 layers unrolled over 105 steps (``load_benchmark("rnnlm-deep",
-max_groups=4000)``: 50,808 ops, 860 groups; built once, then cached). For each cluster it
+The graph is ``--benchmark`` grouped with ``max_groups=4000`` (built once, then cached): ``nmt-deep`` by
+default, GNMT's 8 + 8 layers over 60 + 60 steps (67,639 ops, 1,139 groups), or ``rnnlm-deep``, the RNNLM with
+8 layers unrolled over 105 steps (50,808 ops, 860 groups). For each cluster it
 times, per placement, a batch of 64 random placements (each group on a device that can run it) on one
 thread and on ``--threads`` threads (``SimulationPlan.run_batch(..., threads=N)``), alternated over
 ``--rounds`` rounds, best and median of 5 batches each; then, on one thread, placements that split the groups
@@ -39,6 +40,7 @@ def _in_order_splits(allowed: np.ndarray, gpus: list[int]) -> dict[str, np.ndarr
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--benchmark", default="nmt-deep", help="a benchmark name (default: %(default)s)")
     parser.add_argument("--clusters", nargs="+", default=["paper-4gpu", "k80-4gpu"])
     parser.add_argument("--threads", type=int, default=2, help="threads of the parallel batch (default: %(default)s)")
     parser.add_argument("--rounds", type=int, default=3)
@@ -51,8 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     from placement_env.runtime.simulated import SimulationPlan, check_threads
 
     check_threads(args.threads)
-    graph = pe.load_benchmark("rnnlm-deep", max_groups=4000)
-    print(f"rnnlm-deep (8 layers x 105 steps): {graph.n_ops:,} ops, {graph.n_groups:,} groups, {graph.n_edges:,} edges")
+    graph = pe.load_benchmark(args.benchmark, max_groups=4000)
+    print(f"{args.benchmark}: {graph.n_ops:,} ops, {graph.n_groups:,} groups, {graph.n_edges:,} edges")
     for name in args.clusters:
         cluster = pe.load_cluster(name)
         plan = SimulationPlan(graph, cluster, analytical_costs(graph, cluster).seconds)
