@@ -6,7 +6,9 @@ default, GNMT's 8 + 8 layers over 60 + 60 steps (67,639 ops, 1,139 groups), or `
 times, per placement, a batch of 64 random placements (each group on a device that can run it) on one
 thread and on ``--threads`` threads (``SimulationPlan.run_batch(..., threads=N)``), alternated over
 ``--rounds`` rounds, best and median of 5 batches each; then, on one thread, placements that split the groups
-in index order as layer-wise splits do: all on GPU 0, and 2 or 4 contiguous blocks over the GPUs.
+in index order as layer-wise splits do: all on GPU 0, and 2 or 4 contiguous blocks over the GPUs. Last, the
+GNN placer's network (the committed checkpoint, one torch thread) on the same graph and each cluster: best of 5
+of its forward pass, and of forward, 16 samples and backward (an update's work without the simulator).
 """
 from __future__ import annotations
 
@@ -25,6 +27,29 @@ def _per_placement(plan, placements: np.ndarray, threads: int, repeats: int = 5)
         plan.run_batch(placements, threads=threads)
         times.append((time.perf_counter() - start) / len(placements))
     return times
+
+
+def _policy_times(problem, repeats: int = 5) -> tuple[float, float]:
+    """Best seconds of the GNN placer's forward pass on ``problem``, and of forward + 16 samples + backward."""
+    import torch
+
+    from agents.gnn_placer import load_network, make_task
+    from agents.gnn_placer.policy import sample
+
+    net, _, _ = load_network(None)
+    inputs = make_task(problem).inputs
+    forward, update = [], []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        with torch.no_grad():
+            net(inputs)
+        forward.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        net.zero_grad()
+        drawn = sample(net(inputs), 16, torch.Generator().manual_seed(0))
+        (drawn.log_prob.mean() + drawn.entropy).backward()
+        update.append(time.perf_counter() - start)
+    return min(forward), min(update)
 
 
 def _in_order_splits(allowed: np.ndarray, gpus: list[int]) -> dict[str, np.ndarray]:
@@ -76,6 +101,13 @@ def main(argv: list[str] | None = None) -> int:
         for split, placement in _in_order_splits(allowed, gpus).items():
             times = _per_placement(plan, np.repeat(placement[None], 16, axis=0), 1)
             print(f"{name}, {split}: best {min(times) * 1e3:.2f} ms per placement (one thread)")
+    import torch
+
+    torch.set_num_threads(1)
+    for name in args.clusters:
+        forward, update = _policy_times(pe.Problem.make(graph, pe.load_cluster(name)))
+        print(f"{name}, GNN placer (one torch thread): forward {forward * 1e3:.1f} ms, forward + 16 samples + "
+              f"backward {update * 1e3:.1f} ms")
     return 0
 
 
