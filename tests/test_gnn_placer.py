@@ -151,7 +151,7 @@ def test_harness_methods_through_run_suite(tmp_path, monkeypatch, tiny, paper2):
     config = Config(hidden=16, layers=1, heads=2)
     task = task_of(tiny, "paper-2gpu")
     path = tmp_path / "checkpoint.pt"
-    save_checkpoint(path, config.network(task.inputs.features.shape[1]), config, {})
+    save_checkpoint(path, config.network(task.inputs.features.shape[1]), config, {"memory_margin": 1.1})
     monkeypatch.setenv(CHECKPOINT_ENV, str(path))
     results = tmp_path / "results.jsonl"
     zero = run_suite("tiny", ["agents.gnn_placer:place_zero_shot"], results, budget=0, progress=False)
@@ -173,7 +173,7 @@ def test_unlimited_fine_tune_budget_is_bounded(tmp_path, monkeypatch, synth):
     config = Config(hidden=16, layers=1, heads=2)
     problem = pe.Problem.make(synth, pe.load_cluster("k80-2gpu"))
     path = tmp_path / "checkpoint.pt"
-    save_checkpoint(path, config.network(make_task(problem).inputs.features.shape[1]), config, {})
+    save_checkpoint(path, config.network(make_task(problem).inputs.features.shape[1]), config, {"memory_margin": 1.1})
     place_fine_tune(problem, checkpoint=path, samples=50)
     assert problem.evaluations == 1000
 
@@ -207,7 +207,8 @@ def test_a_stop_request_ends_pretraining_with_its_files_written(tmp_path):
     result = pretrain(tmp_path, suite="tiny", minutes=5, seed=0, config=small_config(), imitation_steps=1,
                       progress=False, stop=stop)
     assert result.updates == 0 and set(result.greedy) == {t.name for t in load_suite("tiny")}
-    assert load_network(tmp_path / "checkpoint.pt")[2]["updates"] == 0
+    meta = load_network(tmp_path / "checkpoint.pt")[2]
+    assert meta["updates"] == 0 and meta["memory_margin"] >= 1.0
 
 
 def _with_gpu_memory(cluster, device: int, memory_bytes: int):
@@ -233,11 +234,11 @@ def test_memory_fit_moves_groups_off_a_full_gpu_to_the_gpu_with_room(tiny, paper
     assert (fitted[~moved] == on_gpu1[~moved]).all()
     # a placement that fits is returned as it is; bad arguments are named
     roomy = pe.Problem.make(tiny, paper2)
-    assert (fit_in_memory(roomy, on_gpu1, log_probs) == on_gpu1).all()
+    assert (fit_in_memory(roomy, on_gpu1, log_probs, margin=1.1) == on_gpu1).all()
     with pytest.raises(ValueError, match="margin=0.5"):
         fit_in_memory(roomy, on_gpu1, log_probs, margin=0.5)
     with pytest.raises(ValueError, match="log_probs has shape"):
-        fit_in_memory(roomy, on_gpu1, log_probs[:, :2])
+        fit_in_memory(roomy, on_gpu1, log_probs[:, :2], margin=1.1)
 
 
 def test_zero_shot_placement_fits_the_memory_estimate(tiny, paper2):
@@ -245,7 +246,27 @@ def test_zero_shot_placement_fits_the_memory_estimate(tiny, paper2):
     need = pe.sequential_peak_bytes(tiny, paper2, np.where(allowed[:, 1], 1, 0))[1]
     small = _with_gpu_memory(_with_gpu_memory(paper2, 1, 0.5 * need), 2, 0.5 * need)
     placement = place_zero_shot(pe.Problem.make(tiny, small, budget=0))
-    from agents.gnn_placer.memory_fit import MEMORY_MARGIN
-
+    margin = load_network(None)[2]["memory_margin"]
+    assert 1.0 <= margin < 1.5
     estimate = pe.sequential_peak_bytes(tiny, small, placement)
-    assert (estimate[1:] <= 0.5 * need / MEMORY_MARGIN).all()
+    assert (estimate[1:] <= 0.5 * need / margin).all()
+
+
+def test_the_margin_is_the_largest_simulated_over_estimated_peak(tiny, paper2, tmp_path):
+    from agents.gnn_placer.harness import memory_margin
+    from agents.gnn_placer.memory_fit import peak_ratios, placements_to_check, train_margin
+    from placement_env.errors import CheckpointMismatchError
+
+    problem = pe.Problem.make(tiny, _with_gpu_memory(paper2, 1, 2**40))
+    greedy = np.where(problem.allowed[:, 1], 1, 0)
+    placements = placements_to_check(problem, greedy, np.random.default_rng(0))
+    assert len(placements) == 5 and (placements[1] == greedy).all()
+    assert all(r.size == 0 for r in peak_ratios(problem, placements))  # tiny's GPUs hold under 1 GiB
+    assert train_margin([problem], [greedy]) == 1.0
+    ratios = peak_ratios(problem, placements, min_bytes=0)
+    for placement, ratio in zip(placements, ratios):
+        estimate = pe.sequential_peak_bytes(tiny, problem.cluster, placement)
+        used = np.flatnonzero(estimate[1:] > 0) + 1
+        assert np.allclose(ratio, problem.evaluator(placement).peak_bytes[used] / estimate[used])
+    with pytest.raises(CheckpointMismatchError, match="no memory margin"):
+        memory_margin({}, tmp_path / "old.pt")

@@ -3,7 +3,7 @@
 
 ``place_zero_shot`` answers without evaluating anything on the graph (any budget, 0 included): the greedy
 placement of the checkpoint's network, with groups moved off any device whose estimated peak memory is over
-its capacity (:mod:`.memory_fit`). ``place_fine_tune`` evaluates that placement, then trains the
+its capacity divided by the checkpoint's memory margin (:mod:`.memory_fit`). ``place_fine_tune`` evaluates that placement, then trains the
 network on this one graph with the pre-training's update (REINFORCE with self-imitation of the best placement
 so far, :class:`Trainer`) at a lower learning rate within ``problem.budget`` evaluations, and returns the
 fastest placement it evaluated.
@@ -16,8 +16,9 @@ from pathlib import Path
 import numpy as np
 
 from placement_env import Problem
+from placement_env.errors import CheckpointMismatchError
 
-from .checkpoint import load_network
+from .checkpoint import HOW_TO_TRAIN, checkpoint_path, load_network
 from .memory_fit import fit_in_memory
 from .task import PlacementTask, make_task
 from .trainer import Trainer
@@ -26,26 +27,34 @@ FINE_TUNE_LR = 3e-4
 DEFAULT_FINE_TUNE_BUDGET = 1000  # when the problem's budget is unlimited
 
 
-def zero_shot(trainer: Trainer, task: PlacementTask) -> np.ndarray:
-    """The network's greedy placement of ``task``, fitted into memory (no evaluation)."""
+def zero_shot(trainer: Trainer, task: PlacementTask, margin: float) -> np.ndarray:
+    """The network's greedy placement of ``task``, fitted into memory with ``margin`` (no evaluation)."""
     log_probs = trainer.log_probs(task)
-    return fit_in_memory(task.problem, log_probs.argmax(axis=1), log_probs)
+    return fit_in_memory(task.problem, log_probs.argmax(axis=1), log_probs, margin=margin)
+
+
+def memory_margin(meta: dict, checkpoint: Path | None) -> float:
+    """The memory margin a checkpoint's ``meta`` carries (CheckpointMismatchError naming the file if none)."""
+    if "memory_margin" not in meta:
+        raise CheckpointMismatchError(f"GNN placer: {checkpoint or checkpoint_path()} has no memory margin (made "
+                                      f"before checkpoints carried one); {HOW_TO_TRAIN}")
+    return float(meta["memory_margin"])
 
 
 def place_zero_shot(problem: Problem, *, checkpoint: Path | None = None) -> np.ndarray:
     """Harness method: the checkpoint's greedy placement, fitted into memory (no evaluation)."""
-    net, config, _ = load_network(checkpoint)
-    return zero_shot(Trainer(net, config), make_task(problem))
+    net, config, meta = load_network(checkpoint)
+    return zero_shot(Trainer(net, config), make_task(problem), memory_margin(meta, checkpoint))
 
 
 def place_fine_tune(problem: Problem, *, checkpoint: Path | None = None, samples: int = 16) -> np.ndarray:
     """Harness method: from the checkpoint, REINFORCE on ``problem`` alone within its budget (batches of up to
     ``samples``, smaller for small budgets so there are at least 10 updates); the best placement evaluated."""
-    net, config, _ = load_network(checkpoint)
+    net, config, meta = load_network(checkpoint)
     task = make_task(problem)
     trainer = Trainer(net, dataclasses.replace(config, lr=FINE_TUNE_LR),
                       seed=int(problem.rng.integers(2**31 - 1)))
-    start = zero_shot(trainer, task)
+    start = zero_shot(trainer, task, memory_margin(meta, checkpoint))
     left = problem.budget_left if problem.budget is not None else DEFAULT_FINE_TUNE_BUDGET
     if left >= 1:
         problem.evaluate(start)

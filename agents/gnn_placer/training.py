@@ -7,6 +7,10 @@ First the network imitates every task's best zero-budget heuristic (:mod:`.imita
 random and takes one :class:`Trainer` step on them (self-imitating each task's best placement so far, which
 starts as its best heuristic's).
 
+Each checkpoint written also carries its network's memory margin (:func:`.memory_fit.train_margin`: the
+largest simulated / estimated peak over five placements per train task, greedy and around it; 80
+evaluations for 16 tasks, outside the training budget), which ``place_zero_shot`` keeps.
+
 Every ``GREEDY_EVERY`` updates (and at the end) the greedy placement of every task is measured against that
 task's best zero-budget heuristic (``ZERO_BUDGET_HEURISTICS``, measured once at the start): the log's
 ``greedy_ratio`` is the geometric mean over tasks of min(greedy runtime / heuristic, ``RATIO_CAP``), a failed
@@ -34,6 +38,7 @@ from placement_env.harness import load_suite
 from .checkpoint import CHECKPOINT, save_checkpoint
 from .curve import plot_training
 from .imitation import imitate
+from .memory_fit import train_margin
 from .task import PlacementTask, make_task
 from .trainer import Config, GraphStats, Trainer
 
@@ -148,7 +153,7 @@ def pretrain(out_dir: Path, *, suite: str = "generalisation-train", minutes: flo
                            greedy_ok=sum(math.isfinite(r) for r in ratios.values()) / len(ratios))
             rows.append({**row, "evaluations": evaluations, "seconds": time.perf_counter() - start})
             if len(rows) % SAVE_EVERY == 0:
-                write_run(out_dir, trainer, rows, meta(), suite)
+                write_run(out_dir, trainer, rows, meta(), suite, tasks)
             bar.n = min(int(rows[-1]["seconds"]), bar.total)
             bar.set_postfix_str(f"update {len(rows)} reward {row['mean_reward']:.2f} "
                                 f"greedy/heuristic {summary_ratio(ratios) if ratios else math.nan:.2f}")
@@ -156,7 +161,7 @@ def pretrain(out_dir: Path, *, suite: str = "generalisation-train", minutes: flo
         bar.close()
     ratios = greedy_ratios(trainer, tasks, heuristics)
     evaluations += len(tasks)
-    write_run(out_dir, trainer, rows, meta(), suite)
+    write_run(out_dir, trainer, rows, meta(), suite, tasks)
     return PretrainResult(out_dir, len(rows), evaluations, time.perf_counter() - start, ratios, heuristics, imitation)
 
 
@@ -167,8 +172,11 @@ def update_row(stats: list[GraphStats], update: int) -> dict[str, float]:
             "entropy": float(np.mean([s.entropy for s in stats])), "greedy_ratio": math.nan, "greedy_ok": math.nan}
 
 
-def write_run(out_dir: Path, trainer: Trainer, rows: list[dict[str, float]], meta: dict[str, Any], suite: str) -> None:
-    """The checkpoint, the log and the learning curve of the run so far."""
-    save_checkpoint(out_dir / CHECKPOINT, trainer.net, trainer.config, meta)
+def write_run(out_dir: Path, trainer: Trainer, rows: list[dict[str, float]], meta: dict[str, Any], suite: str,
+              tasks: list[PlacementTask]) -> None:
+    """The checkpoint (with the network's memory margin on ``tasks``), the log and the learning curve of the run
+    so far."""
+    margin = train_margin([t.problem for t in tasks], [trainer.greedy(t) for t in tasks], seed=int(meta["seed"]))
+    save_checkpoint(out_dir / CHECKPOINT, trainer.net, trainer.config, {**meta, "memory_margin": margin})
     write_log(out_dir / LOG, rows, COLUMNS)
     plot_training(out_dir / CURVE, rows, title=f"GNN placer on {suite}")
