@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     info = commands.add_parser("info", help="summarise a benchmark graph and its co-location groups")
     info.add_argument("benchmark", nargs="?", default=DEFAULT_BENCHMARK,
-                      help=f"benchmark name, synthetic:<seed>, or a .npz OpGraph file (default: {DEFAULT_BENCHMARK})")
+                      help=f"benchmark name, <model>-batch<N>, synthetic:<seed>, or a .npz OpGraph file (default: {DEFAULT_BENCHMARK})")
     info.add_argument("--max-groups", type=int, default=DEFAULT_MAX_GROUPS, help="group count cap (default: %(default)s)")
     info.add_argument("--top", type=int, default=10, help="how many op types and groups to list (default: %(default)s)")
     clusters = commands.add_parser("cluster", help="describe a cluster preset, local:N, or a cluster JSON file")
