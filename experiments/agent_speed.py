@@ -25,8 +25,6 @@ import sys
 import time
 from typing import Callable
 
-import numpy as np
-
 
 def _median_seconds(function: Callable[[], object], repeats: int) -> float:
     times = []

@@ -65,8 +65,7 @@ def _before(share: np.ndarray) -> np.ndarray:
     return (np.cumsum(share) - share).astype(np.float32)
 
 
-def _single_gpu_shares(problem: Problem, fields: dict, gpu_memory: float
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _single_gpu_shares(problem: Problem, fields: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per group, with every group that may go on a GPU on the first GPU (the rest on the CPU): its share of the
     bytes alive at that GPU's sequential peak, its share of the graph's GPU compute time, and those bytes.
     With no GPU, the first device stands in for it."""
@@ -93,7 +92,7 @@ def graph_input(problem: Problem) -> GraphInput:
     gpu_memory = float(min(d.memory_bytes for d in gpus)) if gpus else float(max(d.memory_bytes for d in cluster.devices))
     resident = np.asarray(graph.group_persistent_bytes, np.float64)
     produced = np.bincount(graph.group, weights=graph.op_output_bytes, minlength=n).astype(np.float64)
-    memory_share, compute_share, peak = _single_gpu_shares(problem, fields, gpu_memory)
+    memory_share, compute_share, peak = _single_gpu_shares(problem, fields)
     angle = np.pi * np.asarray(fields["position"], np.float64)[:n].reshape(n, 1) * 2.0 ** np.arange(POSITION_FREQUENCIES)
     context = np.array([len(gpus) / (DEVICE_SLOTS - 1), np.log10(n) / 4.0,
                         *_log_ratio([resident.sum(), produced.sum(), peak.sum()], gpu_memory),
