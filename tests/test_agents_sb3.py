@@ -73,7 +73,7 @@ def test_cli_writes_outputs_resumes_and_refuses_other_runs(tmp_path, capsys):
     (["--timeout", "5"], "argument --timeout: is for --runtime measured, not --runtime sim"),
     (["--runtime", "measured", "--timeout", "0"], "argument --timeout: expected a positive number"),
     (["--out-dir", __file__], f"argument --out-dir: {__file__} is a file; give a folder"),
-    (["--out-dir", f"{__file__}/run"], f"is a file, so nothing can be made under it"),
+    (["--out-dir", f"{__file__}/run"], "is a file, so nothing can be made under it"),
 ])
 def test_cli_bad_values(argv, message, capsys):
     from agents.sb3 import main

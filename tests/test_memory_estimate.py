@@ -5,8 +5,7 @@ import numpy as np
 import pytest
 
 import placement_env as pe
-from placement_env.runtime.simulated import simulate
-from tests.test_simulated import make_cluster, make_graph, seconds
+from tests.test_simulated import make_cluster, make_graph
 
 
 def test_chain_peak_counts_outputs_until_their_last_consumer_and_copies_on_the_other_device():

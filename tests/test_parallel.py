@@ -68,14 +68,6 @@ def _same(measurements, expected):
         np.testing.assert_array_equal(got.placement, want.placement)
 
 
-def _alive(pid):
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-    return state not in ("Z", "X")
-
-
 def _gone(pids, within_s=15.0):
     deadline = time.monotonic() + within_s
     while time.monotonic() < deadline:
@@ -261,9 +253,9 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    try:  # a zombie waiting for its reaper is gone for our purpose
-        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
-    except OSError:
+    try:  # a zombie waiting for its reaper is gone for our purpose (the state follows the name's ")")
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
         return False
 
 
