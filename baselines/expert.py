@@ -100,10 +100,8 @@ def forward_scope(op_name: str) -> str:
 
 def _model(benchmark: str) -> str:
     name = str(benchmark or "")
-    model, _, variant = name.partition("-")
-    if model in ("rnnlm", "nmt", "inception_v3") and variant in ("", "tiny") \
-            or model in ("rnnlm", "nmt") and variant == "deep":
-        return model
+    if name in EXPERT_BENCHMARKS:
+        return name.partition("-")[0]
     raise NoExpertPlacementError(
         f"no expert placement for benchmark {name!r}; the expert placement exists for: "
         f"{', '.join(EXPERT_BENCHMARKS)} (it needs the model's known layer structure)")

@@ -83,7 +83,9 @@ def simulate_many_parallel(placements, group, capacity, op_seconds, out_ptr, edg
     """:func:`simulate_many` with the rows shared out over numba's threads (``numba.set_num_threads``); the
     same results. A separate function, so that a batch on one thread never starts numba's thread pool; not
     the same Python function compiled twice, because numba's on-disk cache keys a function by its code
-    and signature, not by ``parallel``, so the two compilations would overwrite each other (numba #6845)."""
+    and signature, not by ``parallel``, so the two compilations would overwrite each other (numba #6845).
+    The core's arguments are passed one by one, as in :func:`simulate_many`: packed into one tuple, both
+    batches ran about 1.5-2x slower (docs/findings.md)."""
     k, n_dev = placements.shape[0], capacity.shape[0]
     out = (np.empty(k), np.empty((k, n_dev), np.int64), np.empty((k, n_dev)), np.empty(k, np.int64))
     none = np.zeros(n_dev, np.bool_)
