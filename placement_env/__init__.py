@@ -35,6 +35,7 @@ _LAZY = {
     "lower_bound": "placement_env.evaluation",
     "sequential_peak_bytes": "placement_env.memory_estimate",
     "sequential_memory": "placement_env.memory_estimate",
+    "earliest_starts": "placement_env.memory_estimate",
     "Evaluator": "placement_env.evaluation",
     "DevicePlacementEnv": "placement_env.env",
     "graph_features": "placement_env.env.features",

@@ -12,6 +12,7 @@ import placement_env as pe
 from agents.gnn_placer import (CHECKPOINT_ENV, DEVICE_SLOTS, PRETRAINED, Config, Trainer, load_network, make_task,
                                place_fine_tune, place_zero_shot, save_checkpoint)
 from agents.gnn_placer.cli import main
+from agents.gnn_placer.memory_fit import ESTIMATE
 from agents.gnn_placer.policy import greedy, sample
 from agents.gnn_placer.rewards import FAILED_RATIO, advantages, rewards
 from placement_env.errors import CheckpointMismatchError
@@ -151,7 +152,7 @@ def test_harness_methods_through_run_suite(tmp_path, monkeypatch, tiny, paper2):
     config = Config(hidden=16, layers=1, heads=2)
     task = task_of(tiny, "paper-2gpu")
     path = tmp_path / "checkpoint.pt"
-    save_checkpoint(path, config.network(task.inputs.features.shape[1]), config, {"memory_margin": 1.1})
+    save_checkpoint(path, config.network(task.inputs.features.shape[1]), config, {"memory_margin": 1.1, "memory_estimate": ESTIMATE})
     monkeypatch.setenv(CHECKPOINT_ENV, str(path))
     results = tmp_path / "results.jsonl"
     zero = run_suite("tiny", ["agents.gnn_placer:place_zero_shot"], results, budget=0, progress=False)
@@ -173,7 +174,7 @@ def test_unlimited_fine_tune_budget_is_bounded(tmp_path, monkeypatch, synth):
     config = Config(hidden=16, layers=1, heads=2)
     problem = pe.Problem.make(synth, pe.load_cluster("k80-2gpu"))
     path = tmp_path / "checkpoint.pt"
-    save_checkpoint(path, config.network(make_task(problem).inputs.features.shape[1]), config, {"memory_margin": 1.1})
+    save_checkpoint(path, config.network(make_task(problem).inputs.features.shape[1]), config, {"memory_margin": 1.1, "memory_estimate": ESTIMATE})
     place_fine_tune(problem, checkpoint=path, samples=50)
     assert problem.evaluations == 1000
 
@@ -228,7 +229,7 @@ def test_memory_fit_moves_groups_off_a_full_gpu_to_the_gpu_with_room(tiny, paper
     # the network's view: GPU 1 first, then the CPU, then GPU 2 (the CPU must still not be chosen: GPUs first)
     log_probs = np.log(np.where(allowed, np.array([0.3, 0.6, 0.1]), 1e-300))
     fitted = fit_in_memory(problem, on_gpu1, log_probs, margin=1.0)
-    assert pe.sequential_peak_bytes(tiny, small, fitted)[1] <= 0.6 * need
+    assert pe.sequential_peak_bytes(tiny, small, fitted, problem.costs.seconds)[1] <= 0.6 * need
     moved = fitted != on_gpu1
     assert moved.any() and (fitted[moved] == 2).all()
     assert (fitted[~moved] == on_gpu1[~moved]).all()
@@ -245,10 +246,11 @@ def test_zero_shot_placement_fits_the_memory_estimate(tiny, paper2):
     allowed = pe.Problem.make(tiny, paper2).allowed
     need = pe.sequential_peak_bytes(tiny, paper2, np.where(allowed[:, 1], 1, 0))[1]
     small = _with_gpu_memory(_with_gpu_memory(paper2, 1, 0.5 * need), 2, 0.5 * need)
-    placement = place_zero_shot(pe.Problem.make(tiny, small, budget=0))
+    problem = pe.Problem.make(tiny, small, budget=0)
+    placement = place_zero_shot(problem)
     margin = load_network(None)[2]["memory_margin"]
     assert 1.0 <= margin < 1.5
-    estimate = pe.sequential_peak_bytes(tiny, small, placement)
+    estimate = pe.sequential_peak_bytes(tiny, small, placement, problem.costs.seconds)
     assert (estimate[1:] <= 0.5 * need / margin).all()
 
 
@@ -265,8 +267,14 @@ def test_the_margin_is_the_largest_simulated_over_estimated_peak(tiny, paper2, t
     assert train_margin([problem], [greedy]) == 1.0
     ratios = peak_ratios(problem, placements, min_bytes=0)
     for placement, ratio in zip(placements, ratios):
-        estimate = pe.sequential_peak_bytes(tiny, problem.cluster, placement)
+        estimate = pe.sequential_peak_bytes(tiny, problem.cluster, placement, problem.costs.seconds)
         used = np.flatnonzero(estimate[1:] > 0) + 1
         assert np.allclose(ratio, problem.evaluator(placement).peak_bytes[used] / estimate[used])
     with pytest.raises(CheckpointMismatchError, match="no memory margin"):
         memory_margin({}, tmp_path / "old.pt")
+    with pytest.raises(CheckpointMismatchError, match="old.pt has a memory margin measured against the estimate "
+                                                      "'sequential, index order'.*--write-margin"):
+        memory_margin({"memory_margin": 1.1}, tmp_path / "old.pt")
+    assert memory_margin({"memory_margin": 1.1, "memory_estimate": ESTIMATE}, None) == 1.1
+    with pytest.raises(ValueError, match="order='topological'"):
+        peak_ratios(problem, placements, order="topological")

@@ -26,17 +26,36 @@ def test_chain_peak_counts_outputs_until_their_last_consumer_and_copies_on_the_o
     assert pe.sequential_peak_bytes(g, c, [0, 0, 0, 1]).tolist() == [115, 101]
 
 
+def test_earliest_start_order_runs_an_op_when_its_inputs_are_done():
+    # two branches from op 0: 0 -> 1 (slow, 10 s, 50 bytes out) -> 2 -> 4, and 0 -> 3 (70 bytes out) -> 4. In
+    # index order op 1's output is freed after op 2, before op 3 runs; by earliest starts op 3 (at 1 s) runs
+    # before op 2 (at 11 s), while op 1's output waits for op 2
+    g = make_graph(5, [(0, 1, 0, 1), (0, 3, 0, 1), (1, 2, 0, 50), (2, 4, 0, 1), (3, 4, 0, 70)],
+                   outputs=[[1], [50], [1], [70], [1]])
+    c = make_cluster()
+    seconds = np.array([[1.0, 1.0], [10.0, 10.0], [1.0, 1.0], [1.0, 1.0], [1.0, 1.0]])
+    assert pe.earliest_starts(g, np.zeros(5, np.int64), seconds).tolist() == [0.0, 1.0, 11.0, 1.0, 12.0]
+    by_index = pe.sequential_memory(g, c, [0] * 5)
+    by_start = pe.sequential_memory(g, c, [0] * 5, seconds)
+    assert by_index.peak_bytes[0] == 1 + 1 + 70  # at op 3: op 0's, op 2's and its own output
+    assert by_start.peak_bytes[0] == 1 + 50 + 70  # at op 3: op 0's, op 1's and its own output
+    assert by_start.peak_op[0] == 3 and by_start.at_peak_bytes[:, 0].tolist() == [1, 50, 0, 70, 0]
+    with pytest.raises(ValueError, match=r"seconds has shape \(5, 1\); expected \(5, n_devices\)"):
+        pe.sequential_memory(g, c, [0, 0, 0, 0, 1], seconds[:, :1])
+
+
 def test_estimate_follows_the_simulated_peak_on_a_real_graph(tiny, paper2):
     rng = np.random.default_rng(0)
     problem = pe.Problem.make(tiny, paper2, seed=0)
     placements = rng.integers(0, paper2.n_devices, (8, tiny.n_groups))
     placements = np.where(problem.allowed[np.arange(tiny.n_groups), placements], placements, 0)
     for placement, measured in zip(placements, problem.evaluator.batch(placements)):
-        estimate = pe.sequential_peak_bytes(tiny, paper2, placement)
-        used = estimate > 0
-        assert used.any()
-        ratio = measured.peak_bytes[used] / estimate[used]
-        assert ratio.min() > 0.75 and ratio.max() < 1.25, ratio
+        for seconds in (None, problem.costs.seconds):
+            estimate = pe.sequential_peak_bytes(tiny, paper2, placement, seconds)
+            used = estimate > 0
+            assert used.any()
+            ratio = measured.peak_bytes[used] / estimate[used]
+            assert ratio.min() > 0.75 and ratio.max() < 1.25, ratio
 
 
 def test_bad_placement_is_rejected_with_the_accepted_range():

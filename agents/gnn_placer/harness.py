@@ -19,7 +19,7 @@ from placement_env import Problem
 from placement_env.errors import CheckpointMismatchError
 
 from .checkpoint import HOW_TO_TRAIN, checkpoint_path, load_network
-from .memory_fit import fit_in_memory
+from .memory_fit import ESTIMATE, fit_in_memory
 from .task import PlacementTask, make_task
 from .trainer import Trainer
 
@@ -34,10 +34,16 @@ def zero_shot(trainer: Trainer, task: PlacementTask, margin: float) -> np.ndarra
 
 
 def memory_margin(meta: dict, checkpoint: Path | None) -> float:
-    """The memory margin a checkpoint's ``meta`` carries (CheckpointMismatchError naming the file if none)."""
+    """The memory margin a checkpoint's ``meta`` carries, measured against this version's memory estimate
+    (CheckpointMismatchError naming the file if it has none, or one measured against another estimate)."""
     if "memory_margin" not in meta:
         raise CheckpointMismatchError(f"GNN placer: {checkpoint or checkpoint_path()} has no memory margin (made "
                                       f"before checkpoints carried one); {HOW_TO_TRAIN}")
+    if meta.get("memory_estimate") != ESTIMATE:
+        raise CheckpointMismatchError(
+            f"GNN placer: {checkpoint or checkpoint_path()} has a memory margin measured against the estimate "
+            f"{meta.get('memory_estimate', 'sequential, index order')!r}, not {ESTIMATE!r}; remeasure it with "
+            f"python -m experiments.memory_estimate --write-margin CHECKPOINT, or {HOW_TO_TRAIN}")
     return float(meta["memory_margin"])
 
 

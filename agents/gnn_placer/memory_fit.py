@@ -1,6 +1,7 @@
 """Zero-shot placements that fit in memory, without evaluating anything: :func:`fit_in_memory` moves groups off
-every device whose estimated peak (``placement_env.sequential_memory``, a graph analysis) is over its
-capacity, each time the move the network minds least.
+every device whose estimated peak (``placement_env.sequential_memory`` with the ops in the order of their
+earliest starts: a graph analysis with the cost model's op times) is over its capacity, each time the move the
+network minds least.
 
 The network learned splits that fit the train graphs' memory, not a rule that carries over: its greedy
 placements of held-out graphs can run out of memory (README). The estimate is the sequential peak, and a
@@ -24,6 +25,7 @@ import numpy as np
 from placement_env import Problem, sequential_memory, sequential_peak_bytes
 
 GIB = 2**30
+ESTIMATE = "sequential, earliest-start order"  # the estimate a margin is measured against (checkpoints name it)
 CHECKED_GPU_BYTES = GIB  # ratios are taken on GPUs whose estimate is above this (small peaks are noise)
 
 
@@ -41,15 +43,19 @@ def placements_to_check(problem: Problem, greedy: np.ndarray, rng: np.random.Gen
     return out
 
 
-def peak_ratios(problem: Problem, placements: Sequence[np.ndarray], min_bytes: float = CHECKED_GPU_BYTES
-                ) -> list[np.ndarray]:
-    """Per placement: the simulated peak over the sequential estimate on each GPU whose estimate is above
-    ``min_bytes`` (one batch of evaluations by the problem's evaluator, not counted)."""
+def peak_ratios(problem: Problem, placements: Sequence[np.ndarray], min_bytes: float = CHECKED_GPU_BYTES,
+                order: str = "earliest-start") -> list[np.ndarray]:
+    """Per placement: the simulated peak over the sequential estimate (ops in ``order``: "earliest-start", as the
+    fit uses, or "index") on each GPU whose estimate is above ``min_bytes`` (one batch of evaluations by the
+    problem's evaluator, not counted)."""
+    if order not in ("earliest-start", "index"):
+        raise ValueError(f"order={order!r}; expected 'earliest-start' or 'index'")
+    seconds = problem.costs.seconds if order == "earliest-start" else None
     graph, cluster = problem.graph, problem.cluster
     gpu = np.array([d.kind == "GPU" for d in cluster.devices])
     out = []
     for placement, measured in zip(placements, problem.evaluator.batch(np.stack(placements))):
-        estimate = sequential_peak_bytes(graph, cluster, placement)
+        estimate = sequential_peak_bytes(graph, cluster, placement, seconds)
         checked = np.flatnonzero(gpu & (estimate > min_bytes))
         out.append(measured.peak_bytes[checked] / estimate[checked])
     return out
@@ -81,10 +87,11 @@ def fit_in_memory(problem: Problem, placement: np.ndarray, log_probs: np.ndarray
     log_probs = np.where(problem.allowed, log_probs, -np.inf)
     limit = np.array([d.memory_bytes for d in cluster.devices], np.float64) / margin
     is_gpu = np.array([d.kind == "GPU" for d in cluster.devices])
+    seconds = problem.costs.seconds
     moved = np.zeros(graph.n_groups, bool)
     rows = np.arange(graph.n_groups)
     while True:
-        memory = sequential_memory(graph, cluster, placement)
+        memory = sequential_memory(graph, cluster, placement, seconds)
         over = memory.peak_bytes / limit
         device = int(np.argmax(over))
         if over[device] <= 1.0:

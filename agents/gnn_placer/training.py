@@ -35,10 +35,10 @@ from agents.run_files import CURVE, LOG, write_log
 from placement_env import Evaluator, Problem, ZERO_BUDGET_HEURISTICS, load_benchmark, load_cluster, solve
 from placement_env.harness import load_suite
 
-from .checkpoint import CHECKPOINT, save_checkpoint
+from .checkpoint import CHECKPOINT, load_network, save_checkpoint
 from .curve import plot_training
 from .imitation import imitate
-from .memory_fit import train_margin
+from .memory_fit import ESTIMATE, train_margin
 from .task import PlacementTask, make_task
 from .trainer import Config, GraphStats, Trainer
 
@@ -172,11 +172,27 @@ def update_row(stats: list[GraphStats], update: int) -> dict[str, float]:
             "entropy": float(np.mean([s.entropy for s in stats])), "greedy_ratio": math.nan, "greedy_ok": math.nan}
 
 
+def remeasure_margin(path: Path) -> float:
+    """Measure the memory margin of the checkpoint at ``path`` again on the suite it was trained on, as
+    pre-training does when it writes one (e.g. after the memory estimate changed), and store it there."""
+    net, config, meta = load_network(path)
+    trainer = Trainer(net, config)
+    tasks = []
+    for row in load_suite(meta["suite"]):
+        graph, cluster = load_benchmark(row.benchmark), load_cluster(row.cluster)
+        problem = Problem.make(graph, cluster, evaluator=Evaluator(graph, cluster, row.runtime), benchmark=row.benchmark)
+        tasks.append(make_task(problem, row.name))
+    margin = train_margin([t.problem for t in tasks], [trainer.greedy(t) for t in tasks], seed=int(meta["seed"]))
+    save_checkpoint(path, net, config, {**meta, "memory_margin": margin, "memory_estimate": ESTIMATE})
+    return margin
+
+
 def write_run(out_dir: Path, trainer: Trainer, rows: list[dict[str, float]], meta: dict[str, Any], suite: str,
               tasks: list[PlacementTask]) -> None:
     """The checkpoint (with the network's memory margin on ``tasks``), the log and the learning curve of the run
     so far."""
     margin = train_margin([t.problem for t in tasks], [trainer.greedy(t) for t in tasks], seed=int(meta["seed"]))
-    save_checkpoint(out_dir / CHECKPOINT, trainer.net, trainer.config, {**meta, "memory_margin": margin})
+    save_checkpoint(out_dir / CHECKPOINT, trainer.net, trainer.config, {**meta, "memory_margin": margin,
+                                                                         "memory_estimate": ESTIMATE})
     write_log(out_dir / LOG, rows, COLUMNS)
     plot_training(out_dir / CURVE, rows, title=f"GNN placer on {suite}")
