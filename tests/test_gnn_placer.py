@@ -263,9 +263,9 @@ def test_the_margin_is_the_largest_simulated_over_estimated_peak(tiny, paper2, t
     greedy = np.where(problem.allowed[:, 1], 1, 0)
     placements = placements_to_check(problem, greedy, np.random.default_rng(0))
     assert len(placements) == 5 and (placements[1] == greedy).all()
-    assert all(r.size == 0 for r in peak_ratios(problem, placements))  # tiny's GPUs hold under 1 GiB
+    assert all(r.size == 0 for r in peak_ratios(problem, placements))  # tiny's GPUs are far from full
     assert train_margin([problem], [greedy]) == 1.0
-    ratios = peak_ratios(problem, placements, min_bytes=0)
+    ratios = peak_ratios(problem, placements, min_share=0)
     for placement, ratio in zip(placements, ratios):
         estimate = pe.sequential_peak_bytes(tiny, problem.cluster, placement, problem.costs.seconds)
         used = np.flatnonzero(estimate[1:] > 0) + 1

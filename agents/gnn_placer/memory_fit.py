@@ -24,9 +24,11 @@ import numpy as np
 
 from placement_env import Problem, sequential_memory, sequential_peak_bytes
 
-GIB = 2**30
 ESTIMATE = "sequential, earliest-start order"  # the estimate a margin is measured against (checkpoints name it)
-CHECKED_GPU_BYTES = GIB  # ratios are taken on GPUs whose estimate is above this (small peaks are noise)
+# Ratios are taken on GPUs whose estimate is at least this share of their memory: the margin binds only on a
+# device near its capacity (over capacity / margin), and on a device far below it a few hundred MiB of buffers
+# waiting for transfers, which the estimate leaves out, make a large ratio that no fit would act on.
+CHECKED_SHARE = 0.5
 
 
 def placements_to_check(problem: Problem, greedy: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
@@ -43,20 +45,21 @@ def placements_to_check(problem: Problem, greedy: np.ndarray, rng: np.random.Gen
     return out
 
 
-def peak_ratios(problem: Problem, placements: Sequence[np.ndarray], min_bytes: float = CHECKED_GPU_BYTES,
+def peak_ratios(problem: Problem, placements: Sequence[np.ndarray], min_share: float = CHECKED_SHARE,
                 order: str = "earliest-start") -> list[np.ndarray]:
     """Per placement: the simulated peak over the sequential estimate (ops in ``order``: "earliest-start", as the
-    fit uses, or "index") on each GPU whose estimate is above ``min_bytes`` (one batch of evaluations by the
-    problem's evaluator, not counted)."""
+    fit uses, or "index") on each GPU whose estimate is above zero and at least ``min_share`` of its memory (one
+    batch of evaluations by the problem's evaluator, not counted)."""
     if order not in ("earliest-start", "index"):
         raise ValueError(f"order={order!r}; expected 'earliest-start' or 'index'")
     seconds = problem.costs.seconds if order == "earliest-start" else None
     graph, cluster = problem.graph, problem.cluster
     gpu = np.array([d.kind == "GPU" for d in cluster.devices])
+    memory = np.array([d.memory_bytes for d in cluster.devices], np.float64)
     out = []
     for placement, measured in zip(placements, problem.evaluator.batch(np.stack(placements))):
         estimate = sequential_peak_bytes(graph, cluster, placement, seconds)
-        checked = np.flatnonzero(gpu & (estimate > min_bytes))
+        checked = np.flatnonzero(gpu & (estimate > 0) & (estimate >= min_share * memory))
         out.append(measured.peak_bytes[checked] / estimate[checked])
     return out
 
