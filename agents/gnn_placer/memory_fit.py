@@ -11,10 +11,11 @@ the checkpoint; ``python -m experiments.memory_estimate`` prints the ratios behi
 
 A move takes one group from the device whose estimate is furthest over its limit, among the groups with bytes
 alive at that device's peak, to its most likely allowed GPU (by the network) that is under its own
-limit, or if it may go on none, its most likely allowed device under its limit (the CPU: on these machines a
-CPU op is many times slower, so it is the last resort, as in Baechi's m-TOPO); of those moves, the one whose log-probability falls least. A group moves at most once, so the repair
-ends after at most one move per group; if no move is left, the placement is returned as it is (it may still
-run out of memory).
+limit and that the group has not left before, or if it may go on none, its most likely such device (the CPU:
+on these machines a CPU op is many times slower, so it is the last resort, as in Baechi's m-TOPO); of those
+moves, the one whose log-probability falls least. A group never returns to a device it left, so the repair
+ends after at most one move per group and device (a group pushed from GPU 1 onto GPU 2 can move on when GPU 2
+fills); if no move is left, the placement is returned as it is (it may still run out of memory).
 """
 from __future__ import annotations
 
@@ -91,7 +92,7 @@ def fit_in_memory(problem: Problem, placement: np.ndarray, log_probs: np.ndarray
     limit = np.array([d.memory_bytes for d in cluster.devices], np.float64) / margin
     is_gpu = np.array([d.kind == "GPU" for d in cluster.devices])
     seconds = problem.costs.seconds
-    moved = np.zeros(graph.n_groups, bool)
+    left = np.zeros((graph.n_groups, cluster.n_devices), bool)  # the devices each group was moved off
     rows = np.arange(graph.n_groups)
     while True:
         memory = sequential_memory(graph, cluster, placement, seconds)
@@ -99,13 +100,14 @@ def fit_in_memory(problem: Problem, placement: np.ndarray, log_probs: np.ndarray
         device = int(np.argmax(over))
         if over[device] <= 1.0:
             return placement
-        targets = np.where(over < 1.0, log_probs, -np.inf)  # devices under their limit ...
+        targets = np.where((over < 1.0) & ~left, log_probs, -np.inf)  # devices under their limit, not left ...
         gpu_targets = np.where(is_gpu, targets, -np.inf)  # ... GPUs first, as Baechi's m-TOPO spills
         targets = np.where(np.isfinite(gpu_targets).any(axis=1, keepdims=True), gpu_targets, targets)
         best = targets.argmax(axis=1)
         loss = log_probs[rows, placement] - targets[rows, best]
-        movable = (placement == device) & ~moved & (memory.at_peak_bytes[:, device] > 0) & np.isfinite(loss)
+        movable = (placement == device) & (memory.at_peak_bytes[:, device] > 0) & np.isfinite(loss)
         if not movable.any():
             return placement
         group = int(np.flatnonzero(movable)[np.argmin(loss[movable])])
-        placement[group], moved[group] = best[group], True
+        left[group, device] = True
+        placement[group] = best[group]
