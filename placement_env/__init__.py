@@ -31,6 +31,8 @@ _LAZY = {
     "Device": "placement_env.cluster",
     "load_cluster": "placement_env.cluster",
     "cluster_from_spec": "placement_env.cluster",
+    "device_symmetries": "placement_env.cluster.symmetry",
+    "canonical_placement": "placement_env.cluster.symmetry",
     "evaluate": "placement_env.evaluation",
     "lower_bound": "placement_env.evaluation",
     "sequential_peak_bytes": "placement_env.memory_estimate",

@@ -278,3 +278,15 @@ def test_the_margin_is_the_largest_simulated_over_estimated_peak(tiny, paper2, t
     assert memory_margin({"memory_margin": 1.1, "memory_estimate": ESTIMATE}, None) == 1.1
     with pytest.raises(ValueError, match="order='topological'"):
         peak_ratios(problem, placements, order="topological")
+
+
+def test_imitated_placements_are_relabelled_by_the_clusters_symmetries(tiny):
+    task = task_of(tiny, "k80-2gpu")
+    allowed = task.problem.allowed
+    on_gpu = {gpu: np.where(allowed[:, gpu], gpu, 0) for gpu in (1, 2)}
+    assert task.symmetries.tolist() == [[0, 1, 2], [0, 2, 1]]
+    # the warm start's targets: one labelling whichever die the heuristic chose
+    assert (task.canonical(on_gpu[2]) == on_gpu[1]).all() and (task.canonical(on_gpu[1]) == on_gpu[1]).all()
+    # self-imitation's target: the labelling the network already finds likeliest (here GPU 2)
+    log_probs = np.log(np.where(allowed, np.array([0.1, 0.2, 0.7]), 1e-300))
+    assert (task.likeliest_labelling(on_gpu[1], log_probs) == on_gpu[2]).all()

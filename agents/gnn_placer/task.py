@@ -1,5 +1,6 @@
 """A placement task as the trainer sees it: a counted :class:`placement_env.Problem`, its :class:`GraphInput`,
-and what the rewards are scaled by (the lower bound, each device's memory)."""
+what the rewards are scaled by (the lower bound, each device's memory) and the cluster's device symmetries
+(placements the trainer imitates are put in their canonical labelling first)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from placement_env import Problem
+from placement_env.cluster.symmetry import canonical_placement, device_symmetries
 
 from .graph_input import GraphInput, graph_input
 
@@ -18,10 +20,23 @@ class PlacementTask:
     inputs: GraphInput
     lower_bound: float
     capacity: np.ndarray  # memory bytes per device of the cluster
+    symmetries: np.ndarray  # [k, n_devices]: the device relabellings that leave the cluster unchanged
+
+    def canonical(self, placement: np.ndarray) -> np.ndarray:
+        """``placement`` in its canonical labelling (the same for every relabelling of it by a symmetry)."""
+        return canonical_placement(placement, self.symmetries)
+
+    def likeliest_labelling(self, placement: np.ndarray, log_probs: np.ndarray) -> np.ndarray:
+        """``placement`` relabelled by the symmetry under which ``log_probs`` [n, n_devices] (the network's)
+        makes it likeliest."""
+        relabelled = self.symmetries[:, np.asarray(placement, np.int64)]  # [k, n]
+        score = np.take_along_axis(np.asarray(log_probs)[None], relabelled[..., None], axis=2)[..., 0].sum(axis=1)
+        return relabelled[int(np.argmax(score))]
 
 
 def make_task(problem: Problem, name: str = "") -> PlacementTask:
     """The task of ``problem`` (spends no evaluation)."""
     capacity = np.array([d.memory_bytes for d in problem.cluster.devices], np.float64)
     return PlacementTask(name=name or problem.benchmark, problem=problem, inputs=graph_input(problem),
-                         lower_bound=float(problem.lower_bound()), capacity=capacity)
+                         lower_bound=float(problem.lower_bound()), capacity=capacity,
+                         symmetries=device_symmetries(problem.cluster))

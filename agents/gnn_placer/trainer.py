@@ -3,7 +3,9 @@ K in one batch, and takes one Adam step on the sum of the graphs' losses.
 
 Per graph: loss = -mean(advantage * log p(placement)) / n_groups - entropy * mean group entropy
 + self_imitation * mean group cross-entropy with the fastest placement the graph's problem has evaluated so
-far (``problem.best``), with the advantages of :mod:`.rewards` (per-graph baseline and normalisation);
+far (``problem.best``, relabelled by the cluster's device symmetry under which the network finds it likeliest:
+a best found with two alike GPUs swapped is the same step, and the target should not flip between labellings;
+the imitation warm start gives every graph the canonical labelling, so they start alike), with the advantages of :mod:`.rewards` (per-graph baseline and normalisation);
 dividing by n_groups keeps a graph of 1,000 groups from drowning one of 100. Gradients are clipped to norm
 ``grad_clip``.
 
@@ -94,7 +96,8 @@ class Trainer:
             advantage = torch.from_numpy(advantages(reward)).float()
             loss = -(advantage * drawn.log_prob).mean() / task.inputs.n_groups - self.config.entropy * drawn.entropy
             if best is not None and self.config.self_imitation > 0:
-                target = torch.tensor(np.asarray(best.placement), dtype=torch.int64)
+                aligned = task.likeliest_labelling(best.placement, logits.detach()[:, :task.capacity.size].numpy())
+                target = torch.tensor(aligned, dtype=torch.int64)
                 loss = loss + self.config.self_imitation * functional.cross_entropy(logits, target)
             (loss / len(tasks)).backward()
             ran = [m.runtime_s for m in measured if m.ok]

@@ -127,7 +127,8 @@ def pretrain(out_dir: Path, *, suite: str = "generalisation-train", minutes: flo
     start = time.perf_counter()
     torch.manual_seed(seed)
     trainer = Trainer(config.network(tasks[0].inputs.features.shape[1]), config, seed=seed)
-    imitation = imitate(trainer, tasks, [heuristics[t.name].placement for t in tasks], steps=imitation_steps)
+    imitation = imitate(trainer, tasks, [t.canonical(heuristics[t.name].placement) for t in tasks],
+                        steps=imitation_steps)
     rng = np.random.default_rng(seed)
     rows: list[dict[str, float]] = []
     evaluations, limit = 0, math.inf if budget is None else budget

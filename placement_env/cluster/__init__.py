@@ -14,7 +14,9 @@ and never touches the network; ``cluster_from_spec`` builds one from a running T
 - ``presets``: the built-in machines and ``local_cluster(n)``;
 - ``k80``: the paper's K80 machine as built (topology, achieved rates, usable memory), its parameters;
 - ``probe``: ``cluster_from_spec``, the only module that opens connections (imports TF lazily);
-- ``load``: ``load_cluster``.
+- ``load``: ``load_cluster``;
+- ``symmetry``: ``device_symmetries``, the device relabellings that leave a cluster unchanged, and
+  ``canonical_placement``.
 """
 from __future__ import annotations
 
