@@ -290,3 +290,23 @@ def test_imitated_placements_are_relabelled_by_the_clusters_symmetries(tiny):
     # self-imitation's target: the labelling the network already finds likeliest (here GPU 2)
     log_probs = np.log(np.where(allowed, np.array([0.1, 0.2, 0.7]), 1e-300))
     assert (task.likeliest_labelling(on_gpu[1], log_probs) == on_gpu[2]).all()
+
+
+def test_groups_on_the_cpu_return_to_gpus_with_room(tiny, paper2):
+    from agents.gnn_placer.memory_fit import return_to_gpus
+
+    allowed = pe.Problem.make(tiny, paper2).allowed
+    on_cpu = np.zeros(tiny.n_groups, np.int64)
+    log_probs = np.log(np.where(allowed, np.array([0.6, 0.3, 0.1]), 1e-300))  # the network likes the CPU
+    roomy = pe.Problem.make(tiny, paper2)
+    # room for everything: every group that may run on a GPU goes to its likeliest GPU (GPU 1)
+    assert (return_to_gpus(roomy, on_cpu, log_probs, margin=1.0) == np.where(allowed[:, 1], 1, 0)).all()
+    # GPU 1 holds a third of what all groups need there, GPU 2 nothing: some groups stay on the CPU
+    need = pe.sequential_peak_bytes(tiny, paper2, np.where(allowed[:, 1], 1, 0), roomy.costs.seconds)[1]
+    small = _with_gpu_memory(_with_gpu_memory(paper2, 1, need // 3), 2, 1)
+    problem = pe.Problem.make(tiny, small)
+    placement = return_to_gpus(problem, on_cpu, log_probs, margin=1.0)
+    assert 0 < (placement == 1).sum() < allowed[:, 1].sum() and not (placement == 2).any()
+    assert pe.sequential_peak_bytes(tiny, small, placement, problem.costs.seconds)[1] <= need // 3
+    with pytest.raises(ValueError, match="margin=0.9"):
+        return_to_gpus(problem, on_cpu, log_probs, margin=0.9)

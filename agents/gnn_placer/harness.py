@@ -3,7 +3,8 @@
 
 ``place_zero_shot`` answers without evaluating anything on the graph (any budget, 0 included): the greedy
 placement of the checkpoint's network, with groups moved off any device whose estimated peak memory is over
-its capacity divided by the checkpoint's memory margin (:mod:`.memory_fit`). ``place_fine_tune`` evaluates that placement, then trains the
+its capacity divided by the checkpoint's memory margin, then groups on the CPU moved to GPUs with room
+(:mod:`.memory_fit`). ``place_fine_tune`` evaluates that placement, then trains the
 network on this one graph with the pre-training's update (REINFORCE with self-imitation of the best placement
 so far, :class:`Trainer`) at a lower learning rate within ``problem.budget`` evaluations, and returns the
 fastest placement it evaluated.
@@ -19,7 +20,7 @@ from placement_env import Problem
 from placement_env.errors import CheckpointMismatchError
 
 from .checkpoint import HOW_TO_TRAIN, checkpoint_path, load_network
-from .memory_fit import ESTIMATE, fit_in_memory
+from .memory_fit import ESTIMATE, fit_in_memory, return_to_gpus
 from .task import PlacementTask, make_task
 from .trainer import Trainer
 
@@ -28,9 +29,11 @@ DEFAULT_FINE_TUNE_BUDGET = 1000  # when the problem's budget is unlimited
 
 
 def zero_shot(trainer: Trainer, task: PlacementTask, margin: float) -> np.ndarray:
-    """The network's greedy placement of ``task``, fitted into memory with ``margin`` (no evaluation)."""
+    """The network's greedy placement of ``task``, fitted into memory with ``margin``, groups on the CPU back on
+    GPUs with room (no evaluation)."""
     log_probs = trainer.log_probs(task)
-    return fit_in_memory(task.problem, log_probs.argmax(axis=1), log_probs, margin=margin)
+    fitted = fit_in_memory(task.problem, log_probs.argmax(axis=1), log_probs, margin=margin)
+    return return_to_gpus(task.problem, fitted, log_probs, margin=margin)
 
 
 def memory_margin(meta: dict, checkpoint: Path | None) -> float:
