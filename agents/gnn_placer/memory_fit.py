@@ -19,8 +19,8 @@ fills); if no move is left, the placement is returned as it is (it may still run
 
 :func:`return_to_gpus` then treats the CPU as the last resort from the other side: each group the network put
 on the CPU that may run on a GPU moves to its likeliest GPU whose estimate stays under the limit with it, if
-any (groups the network finds likeliest on a GPU first). Decided on the train tasks, before the test rows:
-with the three pre-training seeds' networks it made no train task's zero-shot placement slower and six of
+any (groups the network finds likeliest on a GPU first). Kept on the train tasks' evidence:
+with the three pre-training seeds' networks it made no train task's zero-shot placement slower and eight of
 48 faster, by up to 11% (docs/findings.md).
 """
 from __future__ import annotations
