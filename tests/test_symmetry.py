@@ -20,6 +20,12 @@ def test_k80_symmetries_keep_boards_together():
     assert len(device_symmetries(pe.load_cluster("paper-4gpu"))) == 24
 
 
+def test_too_many_alike_devices_leave_the_identity_alone():
+    nine = pe.load_cluster("local:9")
+    assert device_symmetries(nine).tolist() == [list(range(9))]
+    assert not device_symmetries(nine).flags.writeable
+
+
 def test_unlike_devices_are_not_swapped():
     cluster = pe.load_cluster("k80-2gpu")
     devices = list(cluster.devices)

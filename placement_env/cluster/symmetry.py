@@ -13,9 +13,14 @@ so far, a heuristic's) sees the same answer under arbitrary labels unless they a
 
 :func:`canonical_placement` relabels a placement by the symmetry that makes it smallest in lexicographic order
 (group 0's device first), so every relabelling of one placement has the same canonical form.
+
+Candidates are the permutations within each class of alike devices, up to ``MAX_CANDIDATES`` (8! : eight alike
+GPUs, checked in about 2 s, then cached per cluster); a cluster with more (e.g. ``local:9``, nine alike
+workers) is treated as having no symmetry but the identity, which is always safe.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from typing import Any
@@ -39,14 +44,11 @@ def _alike_classes(cluster: Cluster) -> list[list[int]]:
 
 
 def _candidates(cluster: Cluster) -> np.ndarray:
-    """[k, n_devices]: every permutation that maps each class of alike devices onto itself."""
+    """[k, n_devices]: every permutation that maps each class of alike devices onto itself (the identity alone
+    if there are more than ``MAX_CANDIDATES``)."""
     classes = _alike_classes(cluster)
-    total = 1
-    for members in classes:
-        total *= math.factorial(len(members))
-    if total > MAX_CANDIDATES:
-        raise ValueError(f"cluster {cluster.name!r}: {total} relabellings of alike devices to check, more than "
-                         f"{MAX_CANDIDATES}")
+    if math.prod(math.factorial(len(members)) for members in classes) > MAX_CANDIDATES:
+        return np.arange(cluster.n_devices)[None]
     out = []
     for images in itertools.product(*(itertools.permutations(members) for members in classes)):
         perm = np.arange(cluster.n_devices)
@@ -57,8 +59,13 @@ def _candidates(cluster: Cluster) -> np.ndarray:
 
 
 def device_symmetries(cluster: Cluster) -> np.ndarray:
-    """[k, n_devices] int64: the relabellings that leave ``cluster`` unchanged (see the module docstring), the
-    identity first."""
+    """[k, n_devices] int64 (read-only): the relabellings that leave ``cluster`` unchanged (see the module
+    docstring), the identity first."""
+    return _symmetries(cluster)
+
+
+@functools.lru_cache(maxsize=16)
+def _symmetries(cluster: Cluster) -> np.ndarray:
     routes = cluster.routes
     n = cluster.n_devices
     pairs = n * n
@@ -76,7 +83,9 @@ def device_symmetries(cluster: Cluster) -> np.ndarray:
         image = (perm[:, None] * n + perm[None, :]).reshape(-1)  # pair (i, j) -> (perm[i], perm[j])
         if np.array_equal(kinds[image], kinds) and np.array_equal(shared[np.ix_(image, image)], shared):
             keep.append(perm)
-    return np.array(keep, np.int64)
+    out = np.array(keep, np.int64)
+    out.setflags(write=False)
+    return out
 
 
 def canonical_placement(placement: Any, symmetries: np.ndarray) -> np.ndarray:
