@@ -82,21 +82,28 @@ def train_margin(problems: Sequence[Problem], greedy: Sequence[np.ndarray], seed
     return worst
 
 
+def _checked(problem: Problem, placement: np.ndarray, log_probs: np.ndarray, margin: float
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A copy of ``placement`` (int64), ``log_probs`` with -inf where a group may not go, each device's limit
+    (capacity / ``margin``) and which devices are GPUs; ValueError naming a bad margin or log_probs shape."""
+    if not margin >= 1.0:
+        raise ValueError(f"margin={margin!r}; expected a number >= 1 (the simulated peak over the estimate)")
+    graph, cluster = problem.graph, problem.cluster
+    log_probs = np.asarray(log_probs, np.float64)
+    if log_probs.shape != (graph.n_groups, cluster.n_devices):
+        raise ValueError(f"log_probs has shape {log_probs.shape}; expected ({graph.n_groups}, {cluster.n_devices})")
+    limit = np.array([d.memory_bytes for d in cluster.devices], np.float64) / margin
+    is_gpu = np.array([d.kind == "GPU" for d in cluster.devices])
+    return np.array(placement, np.int64), np.where(problem.allowed, log_probs, -np.inf), limit, is_gpu
+
+
 def fit_in_memory(problem: Problem, placement: np.ndarray, log_probs: np.ndarray, *,
                   margin: float) -> np.ndarray:
     """``placement`` [n] with groups moved until every device's sequential peak estimate is at most its
     capacity / ``margin`` (see the module docstring); ``log_probs`` [n, n_devices]: the network's per-group
     device log-probabilities (-inf where not allowed)."""
-    if not margin >= 1.0:
-        raise ValueError(f"margin={margin!r}; expected a number >= 1 (the simulated peak over the estimate)")
+    placement, log_probs, limit, is_gpu = _checked(problem, placement, log_probs, margin)
     graph, cluster = problem.graph, problem.cluster
-    placement = np.array(placement, np.int64)
-    log_probs = np.asarray(log_probs, np.float64)
-    if log_probs.shape != (graph.n_groups, cluster.n_devices):
-        raise ValueError(f"log_probs has shape {log_probs.shape}; expected ({graph.n_groups}, {cluster.n_devices})")
-    log_probs = np.where(problem.allowed, log_probs, -np.inf)
-    limit = np.array([d.memory_bytes for d in cluster.devices], np.float64) / margin
-    is_gpu = np.array([d.kind == "GPU" for d in cluster.devices])
     seconds = problem.costs.seconds
     left = np.zeros((graph.n_groups, cluster.n_devices), bool)  # the devices each group was moved off
     rows = np.arange(graph.n_groups)
@@ -124,16 +131,9 @@ def return_to_gpus(problem: Problem, placement: np.ndarray, log_probs: np.ndarra
     ``log_probs`` [n, n_devices]) where every device's sequential peak estimate stays at most its capacity /
     ``margin``; groups in order of their likeliest GPU's log-probability, highest first (see the module
     docstring)."""
-    if not margin >= 1.0:
-        raise ValueError(f"margin={margin!r}; expected a number >= 1 (the simulated peak over the estimate)")
+    placement, log_probs, limit, is_gpu = _checked(problem, placement, log_probs, margin)
     graph, cluster = problem.graph, problem.cluster
-    placement = np.array(placement, np.int64)
-    log_probs = np.asarray(log_probs, np.float64)
-    if log_probs.shape != (graph.n_groups, cluster.n_devices):
-        raise ValueError(f"log_probs has shape {log_probs.shape}; expected ({graph.n_groups}, {cluster.n_devices})")
-    is_gpu = np.array([d.kind == "GPU" for d in cluster.devices])
-    on_gpu = np.where(problem.allowed & is_gpu, log_probs, -np.inf)
-    limit = np.array([d.memory_bytes for d in cluster.devices], np.float64) / margin
+    on_gpu = np.where(is_gpu, log_probs, -np.inf)
     waiting = np.flatnonzero(~is_gpu[placement] & np.isfinite(on_gpu).any(axis=1))
     for group in waiting[np.argsort(-on_gpu[waiting].max(axis=1), kind="stable")]:
         cpu = placement[group]
