@@ -65,7 +65,7 @@ from ..errors import InvalidPlacementError
 from ..opgraph import BUFFER_FORWARDING_OPS, OpGraph
 from ..placement import Measurement, check_placement, kernel_violations
 from ..schedule import Schedule
-from .simulator_batch import accumulating_devices, simulate_many, simulate_many_parallel
+from .simulator_batch import DEVICE_INDEX, accumulating_devices, simulate_many, simulate_many_parallel
 from .simulator_core import simulate_core
 
 __all__ = ["SIMULATOR_VERSION", "VERSION_CHANGES", "SimulationPlan", "check_threads", "model_changed_since", "simulate", "simulate_batch", "plan_for"]
@@ -104,6 +104,9 @@ class SimulationPlan:
                              f"({graph.n_ops}, {cluster.n_devices})")
         if graph.n_ops and (not np.all(np.isfinite(op_seconds)) or op_seconds.min() < 0):
             raise ValueError("op_seconds must be finite and >= 0")
+        if cluster.n_devices > np.iinfo(DEVICE_INDEX).max:
+            raise ValueError(f"cluster has {cluster.n_devices} devices; the simulator takes at most "
+                             f"{np.iinfo(DEVICE_INDEX).max}")
         self.graph, self.cluster = graph, cluster
         self.op_seconds = op_seconds
         n = graph.n_ops
@@ -120,13 +123,19 @@ class SimulationPlan:
         slot = graph.edge_src_output.astype(np.int64)
         self.edge_gout = np.where(slot >= 0, graph.output_ptr[src] + slot, -1).astype(index)
         self.edge_bytes = graph.edge_bytes.astype(np.int64)
-        self.in_edges = np.argsort(dst, kind="stable").astype(index)
-        self.in_ptr = np.searchsorted(dst[self.in_edges], np.arange(n + 1)).astype(index)
+        # The in-edges in consumer order ("slots"): the loop keeps a data edge's per-placement state at its
+        # slot, so an op's end reads its inputs' state in sequence. edge_slot: each edge's slot.
+        in_edges = np.argsort(dst, kind="stable")
+        self.in_ptr = np.searchsorted(dst[in_edges], np.arange(n + 1)).astype(index)
+        self.edge_slot = np.empty(len(dst), index)
+        self.edge_slot[in_edges] = np.arange(len(dst))
+        self.slot_gout = self.edge_gout[in_edges]
+        self.slot_dst = dst[in_edges]
         self.output_ptr = graph.output_ptr.astype(index)
         self.output_bytes = graph.output_bytes.astype(np.int64)
-        self.forward_edge, self.out_forward_edge = (
+        self.forward_slot, self.out_forward_slot = (
             a.astype(index) for a in self._forwarding(graph, cluster.buffer_forwarding))
-        self.output_bytes[self.out_forward_edge >= 0] = 0  # an alias allocates nothing of its own
+        self.output_bytes[self.out_forward_slot >= 0] = 0  # an alias allocates nothing of its own
         self.persistent = graph.persistent_bytes.astype(np.int64)
         self.concurrency = cluster.concurrency.astype(np.int64)
         self.op_share = np.ascontiguousarray(cluster.op_share, dtype=np.float64)
@@ -151,30 +160,33 @@ class SimulationPlan:
         return np.isin(graph.op_types, SUM_OPS) & (data_inputs > 2)
 
     def _forwarding(self, graph: OpGraph, enabled: bool) -> tuple[np.ndarray, np.ndarray]:
-        """Per op, the in-edge whose buffer its output shares (-1: none), and the same per output.
+        """Per op, the slot of the in-edge whose buffer its output shares (-1: none), and the same per output.
 
         The forwarded input of a view is its data input of the output's size (Reshape's shape
         input is not it); with ``enabled`` False nothing forwards.
         """
-        forward_edge = np.full(graph.n_ops, -1, np.int64)
-        out_forward_edge = np.full(len(self.output_bytes), -1, np.int64)
+        forward_slot = np.full(graph.n_ops, -1, np.int64)
+        out_forward_slot = np.full(len(self.output_bytes), -1, np.int64)
         if not enabled:
-            return forward_edge, out_forward_edge
+            return forward_slot, out_forward_slot
         views = np.flatnonzero(np.isin(graph.op_types, list(BUFFER_FORWARDING_OPS))
                                & (np.diff(self.output_ptr) == 1))
+        slot_bytes = np.empty(len(self.edge_slot), np.int64)
+        slot_bytes[self.edge_slot] = self.edge_bytes
         for i in views.tolist():
-            inputs = [e for e in self.in_edges[self.in_ptr[i]:self.in_ptr[i + 1]].tolist() if self.edge_gout[e] >= 0]
+            inputs = [k for k in range(self.in_ptr[i], self.in_ptr[i + 1]) if self.slot_gout[k] >= 0]
             if not inputs:
                 continue
             size = self.output_bytes[self.output_ptr[i]]
-            same = [e for e in inputs if self.edge_bytes[e] == size]
-            forward_edge[i] = (same or inputs)[0]
-            out_forward_edge[self.output_ptr[i]] = forward_edge[i]
-        return forward_edge, out_forward_edge
+            same = [k for k in inputs if slot_bytes[k] == size]
+            forward_slot[i] = (same or inputs)[0]
+            out_forward_slot[self.output_ptr[i]] = forward_slot[i]
+        return forward_slot, out_forward_slot
 
     def _args(self) -> tuple:
         return (self.op_seconds, self.out_ptr, self.edge_dst, self.edge_gout, self.edge_bytes, self.in_ptr,
-                self.in_edges, self.output_ptr, self.output_bytes, self.forward_edge, self.out_forward_edge,
+                self.edge_slot, self.slot_gout, self.slot_dst, self.output_ptr, self.output_bytes, self.forward_slot,
+                self.out_forward_slot,
                 self.persistent, self.concurrency, self.op_share,
                 self.latency, self.route_ptr, self.route_res, self.res_bandwidth, self.res_latency,
                 self.transfer_overhead, self.host_on, self.host_fixed, self.host_per_byte, self.is_sum)
@@ -226,7 +238,7 @@ class SimulationPlan:
             return self._no_kernel(placement, bad)
         dev = np.ascontiguousarray(placement[self.group], dtype=np.int64)
         (makespan, peak, busy, moved, started, op_start, op_end, t_src, t_out, t_sdev, t_ddev, t_start, t_end,
-         t_bytes, mem_time, mem_trace) = self._core(dev, bool(schedule))
+         t_bytes, mem_time, mem_trace) = self._core(dev.astype(DEVICE_INDEX), bool(schedule))
         if started != self.graph.n_ops:  # cannot happen for a DAG; guard against corrupt graphs
             raise RuntimeError(f"simulation started {started} of {self.graph.n_ops} ops")
         timeline = None

@@ -10,7 +10,11 @@ from numba import njit, prange
 
 from .simulator_core import simulate_core
 
-__all__ = ["accumulating_devices", "simulate_many", "simulate_many_parallel", "simulate_row"]
+__all__ = ["DEVICE_INDEX", "accumulating_devices", "simulate_many", "simulate_many_parallel", "simulate_row"]
+
+# The type of a device index per op: int16 (clusters have at most 32,767 devices), so that the device of
+# each op, read at random by the loop, takes a quarter of the cache of int64.
+DEVICE_INDEX = np.int16
 
 # Grappler's memory optimizer rewrites a device's sums into accumulations once its (static) peak
 # passes this share of the device's memory (memory_optimizer.cc, SchedulingPass: 0.8).
@@ -33,24 +37,24 @@ def accumulating_devices(dev, is_sum, peak, capacity):
 
 
 @njit(cache=True)
-def simulate_row(r, placements, group, capacity, none, runtimes, peaks, busys, moved, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges, output_ptr,
-                 output_bytes, forward_edge, out_forward_edge, persistent, concurrency, op_share, latency, route_ptr,
+def simulate_row(r, placements, group, capacity, none, runtimes, peaks, busys, moved, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst, output_ptr,
+                 output_bytes, forward_slot, out_forward_slot, persistent, concurrency, op_share, latency, route_ptr,
                  route_res, res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed, host_per_byte, is_sum):
     """Row ``r`` of :func:`simulate_many`: :func:`simulate_core` of ``placements[r]`` (device per group;
     ``group``: group per op), run a second time with accumulating sums where its first run's peak calls for
     it (``none``: no device accumulating, read only); written to row r of the outputs. The arguments from
     ``op_seconds`` on are the core's."""
-    dev = np.empty(group.shape[0], np.int64)
+    dev = np.empty(group.shape[0], DEVICE_INDEX)
     for i in range(group.shape[0]):
         dev[i] = placements[r, group[i]]
-    res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
-                          output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency,
+    res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst,
+                          output_ptr, output_bytes, forward_slot, out_forward_slot, persistent, concurrency,
                           op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
                           host_on, host_fixed, host_per_byte, is_sum, none, False)
     rewrite = accumulating_devices(dev, is_sum, res[1], capacity)
     if rewrite.any():
-        res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
-                          output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency,
+        res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst,
+                          output_ptr, output_bytes, forward_slot, out_forward_slot, persistent, concurrency,
                           op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
                           host_on, host_fixed, host_per_byte, is_sum, rewrite, False)
     runtimes[r] = res[0]
@@ -60,8 +64,8 @@ def simulate_row(r, placements, group, capacity, none, runtimes, peaks, busys, m
 
 
 @njit(cache=True)
-def simulate_many(placements, group, capacity, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges, output_ptr,
-                 output_bytes, forward_edge, out_forward_edge, persistent, concurrency, op_share, latency, route_ptr,
+def simulate_many(placements, group, capacity, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst, output_ptr,
+                 output_bytes, forward_slot, out_forward_slot, persistent, concurrency, op_share, latency, route_ptr,
                  route_res, res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed, host_per_byte, is_sum):
     """:func:`simulate_row` for every row of ``placements``, one after another. Returns (runtimes, peaks
     [k, device], busy seconds [k, device], bytes moved); records no schedule."""
@@ -69,16 +73,16 @@ def simulate_many(placements, group, capacity, op_seconds, out_ptr, edge_dst, ed
     out = (np.empty(k), np.empty((k, n_dev), np.int64), np.empty((k, n_dev)), np.empty(k, np.int64))
     none = np.zeros(n_dev, np.bool_)
     for r in range(k):
-        simulate_row(r, placements, group, capacity, none, *out, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
-                          output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency,
+        simulate_row(r, placements, group, capacity, none, *out, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst,
+                          output_ptr, output_bytes, forward_slot, out_forward_slot, persistent, concurrency,
                           op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
                           host_on, host_fixed, host_per_byte, is_sum)
     return out
 
 
 @njit(cache=True, parallel=True)
-def simulate_many_parallel(placements, group, capacity, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges, output_ptr,
-                 output_bytes, forward_edge, out_forward_edge, persistent, concurrency, op_share, latency, route_ptr,
+def simulate_many_parallel(placements, group, capacity, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst, output_ptr,
+                 output_bytes, forward_slot, out_forward_slot, persistent, concurrency, op_share, latency, route_ptr,
                  route_res, res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed, host_per_byte, is_sum):
     """:func:`simulate_many` with the rows shared out over numba's threads (``numba.set_num_threads``); the
     same results. A separate function, so that a batch on one thread never starts numba's thread pool; not
@@ -90,8 +94,8 @@ def simulate_many_parallel(placements, group, capacity, op_seconds, out_ptr, edg
     out = (np.empty(k), np.empty((k, n_dev), np.int64), np.empty((k, n_dev)), np.empty(k, np.int64))
     none = np.zeros(n_dev, np.bool_)
     for r in prange(k):
-        simulate_row(r, placements, group, capacity, none, *out, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
-                          output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency,
+        simulate_row(r, placements, group, capacity, none, *out, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst,
+                          output_ptr, output_bytes, forward_slot, out_forward_slot, persistent, concurrency,
                           op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
                           host_on, host_fixed, host_per_byte, is_sum)
     return out

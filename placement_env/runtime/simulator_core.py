@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .heaps import ev_pop, ev_push, int_pop, int_push
+from .heaps import ev_pop, ev_push, ready_pop, ready_push
 from .simulator_events import EV_CONTROL, EV_OP, EV_TRANSFER, EV_TRANSFER_START, add_in, note, release
 
 __all__ = ["simulate_core"]
@@ -43,8 +43,8 @@ def _real_time(service, k, share):
 
 
 @njit(cache=True)
-def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, in_edges,
-                  output_ptr, output_bytes, forward_edge, out_forward_edge, persistent, concurrency, op_share,
+def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst,
+                  output_ptr, output_bytes, forward_slot, out_forward_slot, persistent, concurrency, op_share,
                   latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, host_on,
                   host_fixed, host_per_byte, is_sum, accumulating, record):
     """One step of the placement ``dev`` (device per op); see the simulated runtime's module docstring.
@@ -55,7 +55,8 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
     With ``host_on``, every transfer is also CPU work on both ends: a send task on its source
     device before the interconnect and a receive task on its destination after it, each
     ``host_fixed + bytes * host_per_byte`` seconds of one lane. Tasks wait in the devices' ready
-    lists as negative codes ``2 * tid + end - n_tasks`` (end 0: send, 1: receive), so a device starts
+    sets as negative codes ``2 * tid + end - n_tasks`` (end 0: send, 1: receive; an op waits as its
+    index; each set holds code + n_tasks), so a device starts
     its waiting tasks, oldest transfer first, before its waiting ops (TF encodes a tensor in the
     thread of the ``_Send`` that produced it, and decodes it as soon as the RPC's response is in).
 
@@ -72,23 +73,31 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
     # ---- per-placement preparation: transfers, reference counts, in-degrees ----
     # Arrays over all edges or outputs are set as they are used rather than filled first: at
     # 50,000 ops the fills cost more than the rest of the preparation.
-    # Index arrays take the plan's index type (int32 where it fits: less memory to wait on).
-    tid_of = np.empty(n_out * n_dev, in_ptr.dtype)  # (output, dst device) -> transfer id, if of op i (below)
-    edge_tid = np.empty(m, in_ptr.dtype)  # transfer of a data edge, -1 for a local one
+    # Index arrays take the plan's index type (int32 where it fits: less memory to wait on). A data
+    # edge's per-placement state is kept at its slot among its consumer's in-edges (in_ptr), the order
+    # in which an op's end frees its inputs.
+    slot_tid = np.empty(m, in_ptr.dtype)  # transfer of a data in-edge, -1 for a local one
     t_src = np.empty(m, np.int64)
     t_out = np.empty(m, np.int64)
     t_sdev = np.empty(m, np.int64)
     t_ddev = np.empty(m, np.int64)
     t_bytes = np.empty(m, np.int64)
     t_refs = np.empty(m, in_ptr.dtype)  # consumers of the received copy
-    t_head = np.empty(m, in_ptr.dtype)  # linked list of the edges a transfer serves
-    e_next = np.empty(m, in_ptr.dtype)
+    t_head = np.empty(m, in_ptr.dtype)  # linked list of the in-edges a transfer serves
+    slot_next = np.empty(m, in_ptr.dtype)
     t_ptr = np.zeros(n + 1, in_ptr.dtype)  # transfers of op i: t_ptr[i]:t_ptr[i+1]
     out_refs = np.zeros(n_out, in_ptr.dtype)  # local consumers + outbound transfers per output
     remaining = in_ptr[1:] - in_ptr[:-1]  # inputs not yet arrived, per op
+    seconds = np.empty(n)  # each op's seconds on its device
+    out_total = np.empty(n, np.int64)  # bytes of each op's outputs
     n_t = 0
     for i in range(n):
         di = dev[i]
+        seconds[i] = op_seconds[i, di]
+        total = 0
+        for o in range(output_ptr[i], output_ptr[i + 1]):
+            total += output_bytes[o]
+        out_total[i] = total
         t_ptr[i] = n_t
         for e in range(out_ptr[i], out_ptr[i + 1]):
             o = edge_gout[e]
@@ -96,18 +105,16 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                 continue
             j = edge_dst[e]
             dj = dev[j]
+            k = edge_slot[e]
             if dj == di:
                 out_refs[o] += 1
-                edge_tid[e] = -1
+                slot_tid[k] = -1
             else:
-                # an entry of tid_of is valid only if it names a transfer of this op with that key
-                # (output o is op i's, so no other op's transfer has it; the rest is stale memory)
-                key = o * n_dev + dj
-                tid = tid_of[key]
-                if tid < t_ptr[i] or tid >= n_t or t_out[tid] != o or t_ddev[tid] != dj:
-                    tid = n_t
+                tid = t_ptr[i]  # this op's transfer of output o to device dj, if it has one yet
+                while tid < n_t and (t_out[tid] != o or t_ddev[tid] != dj):
+                    tid += 1
+                if tid == n_t:
                     n_t += 1
-                    tid_of[key] = tid
                     t_refs[tid] = 0
                     t_head[tid] = -1
                     t_src[tid] = i
@@ -116,10 +123,10 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                     t_ddev[tid] = dj
                     t_bytes[tid] = edge_bytes[e]
                     out_refs[o] += 1
-                edge_tid[e] = tid
+                slot_tid[k] = tid
                 t_refs[tid] += 1
-                e_next[e] = t_head[tid]
-                t_head[tid] = e
+                slot_next[k] = t_head[tid]
+                t_head[tid] = k
     t_ptr[n] = n_t
 
     # ---- state ----
@@ -128,7 +135,7 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
     for i in range(n):
         mem[dev[i]] += persistent[i]
     peak = mem.copy()
-    early = np.zeros(m, np.bool_)  # in-edges whose buffer an accumulating sum already freed
+    early = np.zeros(m, np.bool_)  # in-edge slots whose buffer an accumulating sum already freed
     sum_allocated = np.zeros(n, np.bool_)
     n_trace = 1 + n + n_out + 2 * m if record else 1  # at most: allocations, output frees, copies in/out
     mem_time = np.zeros(n_trace)
@@ -140,8 +147,9 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
     # (whole-device service received by each active op) advancing at 1/k while k ops are active,
     # a min-heap of the active ops keyed by virtual finish time, and the real time of the device's
     # next completion, kept out of the event heap (there are few shared devices; scanning them is
-    # cheaper than re-posting an event each time k changes). A device of concurrency 1 posts its
-    # ops' ends to the event heap directly.
+    # cheaper than re-posting an event each time k changes). A device of concurrency 1 runs one op
+    # or task at a time: its end is next_done, and run_item names it (an op by its index, a task as
+    # n + n_tasks + its code, so that ops ending at one instant come first, as in the event heap).
     shared = np.empty(n_dev, np.int64)
     n_shared = 0
     max_conc = 1
@@ -156,26 +164,37 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
     v_clock = np.zeros(n_dev)
     v_time = np.zeros(n_dev)  # real time at which v_clock was last brought up to date
     active = np.zeros(n_dev, np.int64)
-    act_keys = np.empty((n_dev, max_conc))
-    act_vals = np.empty((n_dev, max_conc), np.int64)
+    act_keys = np.empty(n_dev * max_conc)  # device d's heap at [d * max_conc, d * max_conc + active[d])
+    act_vals = np.empty(n_dev * max_conc, np.int64)
     next_done = np.full(n_dev, np.inf)
+    run_item = np.zeros(n_dev, np.int64)
     busy_since = np.zeros(n_dev)
     done = np.empty(n + n_tasks + 1, in_ptr.dtype)  # the ops (and tasks) that end at the current instant
-    ready = np.empty((n_dev, n + n_tasks), in_ptr.dtype)
+    n_words = (n + n_tasks + 63) >> 6
+    ready0 = np.zeros((n_dev, n_words), np.uint64)
+    ready1 = np.zeros((n_dev, (n_words + 63) >> 6), np.uint64)
+    ready_low = np.full(n_dev, ready1.shape[1], np.int64)
     ready_size = np.zeros(n_dev, np.int64)
     for i in range(n):
         if remaining[i] == 0:
             d = dev[i]
-            ready_size[d] = int_push(ready[d], ready_size[d], i)
-    cap = n + 2 * m + 1  # event value = kind * cap + index (an op, a task as n + its code + n_tasks, an edge)
-    ev_keys = np.empty(n + 2 * m + n_tasks + 1)
-    ev_vals = np.empty(n + 2 * m + n_tasks + 1, np.int64)
+            ready_push(ready0, ready1, ready_low, ready_size, d, i + n_tasks)
+    # The event heap holds the transfers' starts and ends and the control edges' arrivals: value =
+    # kind * cap + index (a transfer or an edge), cap a power of two above every index, so that the
+    # kind is a shift away.
+    cap_bits = 1
+    while (1 << cap_bits) <= m:
+        cap_bits += 1
+    cap = 1 << cap_bits
+    ev_keys = np.empty(2 * m + 1)
+    ev_vals = np.empty(2 * m + 1, np.int64)
     n_ev = 0
     res_free = np.zeros(res_bandwidth.shape[0])  # when each directed link of the interconnect is next free
-    op_start = np.full(n, np.nan)
-    op_end = np.full(n, np.nan)
-    t_start = np.full(n_t, np.nan)
-    t_end = np.full(n_t, np.nan)
+    n_timed, n_t_timed = (n, n_t) if record else (0, 0)  # start and end times are part of the record
+    op_start = np.full(n_timed, np.nan)
+    op_end = np.full(n_timed, np.nan)
+    t_start = np.full(n_t_timed, np.nan)
+    t_end = np.full(n_t_timed, np.nan)
     bytes_moved = 0
     makespan = 0.0
     started = 0
@@ -194,65 +213,76 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                     busy_since[d] = now
                 v_time[d] = now
             while free_lanes[d] > 0 and ready_size[d] > 0:
-                i = ready[d, 0]
-                ready_size[d] = int_pop(ready[d], ready_size[d])
+                i = ready_pop(ready0, ready1, ready_low, ready_size, d) - n_tasks
                 free_lanes[d] -= 1
                 if i < 0:  # a host transfer's send or receive task: one thread's work
                     dur = host_fixed + t_bytes[(i + n_tasks) >> 1] * host_per_byte
                     if is_shared:  # whole-device service that takes `dur` alone
-                        active[d] = ev_push(act_keys[d], act_vals[d], active[d], v_clock[d] + dur * op_share[d], i)
+                        active[d] = ev_push(act_keys, act_vals, d * max_conc, active[d], v_clock[d] + dur * op_share[d], i)
                     else:
                         busy[d] += dur
-                        n_ev = ev_push(ev_keys, ev_vals, n_ev, now + dur, EV_OP * cap + n + n_tasks + i)
+                        next_done[d] = now + dur
+                        run_item[d] = n + n_tasks + i
                     continue
                 started += 1
-                dur = op_seconds[i, d]
-                op_start[i] = now
+                dur = seconds[i]
+                if record:
+                    op_start[i] = now
                 alloc = 0
                 # (`accumulating`, a flag per device, is tested before the per-op and per-edge flags:
                 # it is always in cache, and false on most devices)
                 if not (accumulating[d] and sum_allocated[i]):
-                    for o in range(output_ptr[i], output_ptr[i + 1]):
-                        alloc += output_bytes[o]
+                    alloc = out_total[i]
                 if alloc > 0:
                     mem[d] += alloc
                     if mem[d] > peak[d]:
                         peak[d] = mem[d]
                     n_notes = note(record, mem_time, mem_trace, n_notes, now, mem, alloc)
                 if is_shared:
-                    active[d] = ev_push(act_keys[d], act_vals[d], active[d], v_clock[d] + dur, i)
+                    active[d] = ev_push(act_keys, act_vals, d * max_conc, active[d], v_clock[d] + dur, i)
                 else:
                     busy[d] += dur
-                    n_ev = ev_push(ev_keys, ev_vals, n_ev, now + dur, EV_OP * cap + i)
+                    next_done[d] = now + dur
+                    run_item[d] = i
             if is_shared:  # the device's next completion in real time
-                t_done = now + _real_time(act_keys[d, 0] - v_clock[d], active[d], op_share[d])
+                t_done = now + _real_time(act_keys[d * max_conc] - v_clock[d], active[d], op_share[d])
                 next_done[d] = t_done if t_done > now else now
-        # the next instant: the event heap's head or a shared device's next completion
+        # the next instant: the event heap's head or a device's next completion
         now = ev_keys[0] if n_ev > 0 else np.inf
-        for s in range(n_shared):
-            if next_done[shared[s]] < now:
-                now = next_done[shared[s]]
+        for d in range(n_dev):
+            if next_done[d] < now:
+                now = next_done[d]
         if now == np.inf:
             break
         # ops ending now: first those of concurrency-1 devices (op index order), then each shared
         # device's (device order; within one, ops whose virtual finish ties within _TIE_REL, in op
         # index order)
         n_done = 0
-        while n_ev > 0 and ev_keys[0] == now and ev_vals[0] < cap:
-            done[n_done] = ev_vals[0] if ev_vals[0] < n else ev_vals[0] - n - n_tasks  # EV_OP == 0
+        for d in range(n_dev):
+            if concurrency[d] > 1 or next_done[d] != now:
+                continue
+            next_done[d] = np.inf
+            v = run_item[d]
+            k = n_done
+            while k > 0 and done[k - 1] > v:
+                done[k] = done[k - 1]
+                k -= 1
+            done[k] = v
             n_done += 1
-            n_ev = ev_pop(ev_keys, ev_vals, n_ev)
+        for k in range(n_done):
+            if done[k] >= n:
+                done[k] -= n + n_tasks
         for s in range(n_shared):
             d = shared[s]
             if next_done[d] != now:
                 continue
             first = n_done
-            v_done = act_keys[d, 0]
+            v_done = act_keys[d * max_conc]
             v_last = v_done + v_done * _TIE_REL
-            while active[d] > 0 and act_keys[d, 0] <= v_last:
-                v_done = act_keys[d, 0]
-                i = act_vals[d, 0]
-                active[d] = ev_pop(act_keys[d], act_vals[d], active[d])
+            while active[d] > 0 and act_keys[d * max_conc] <= v_last:
+                v_done = act_keys[d * max_conc]
+                i = act_vals[d * max_conc]
+                active[d] = ev_pop(act_keys, act_vals, d * max_conc, active[d])
                 k = n_done  # insertion into op index order
                 while k > first and done[k - 1] > i:
                     done[k] = done[k - 1]
@@ -262,7 +292,7 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
             v_clock[d] = v_done
             v_time[d] = now
             if active[d] > 0:
-                t_done = now + _real_time(act_keys[d, 0] - v_done, active[d], op_share[d])
+                t_done = now + _real_time(act_keys[d * max_conc] - v_done, active[d], op_share[d])
                 next_done[d] = t_done  # > now up to rounding; if equal it is handled next round
             else:
                 next_done[d] = np.inf
@@ -280,8 +310,8 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                 f += 1
             else:
                 code = ev_vals[0]
-                n_ev = ev_pop(ev_keys, ev_vals, n_ev)
-                kind = code // cap
+                n_ev = ev_pop(ev_keys, ev_vals, 0, n_ev)
+                kind = code >> cap_bits
                 idx = code - kind * cap
             first_send = 0
             end_send = 0
@@ -294,29 +324,31 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                     end_send = tid + 1
                 else:
                     free_lanes[t_ddev[tid]] += 1
-                    t_end[tid] = now
+                    if record:
+                        t_end[tid] = now
                     arrived = tid
             elif kind == EV_OP:
                 i = idx
                 di = dev[i]
-                op_end[i] = now
+                if record:
+                    op_end[i] = now
                 if now > makespan:
                     makespan = now
                 free_lanes[di] += 1
                 # free inputs whose last local consumer this was (an alias keeps the input it forwards)
                 for k in range(in_ptr[i], in_ptr[i + 1]):
-                    e = in_edges[k]
-                    if edge_gout[e] >= 0 and e != forward_edge[i] and not early[e]:
-                        n_notes = release(e, di, edge_gout, edge_tid, out_refs, t_refs, output_bytes, t_bytes,
-                                          out_forward_edge, mem, record, mem_time, mem_trace, n_notes, now)
+                    if slot_gout[k] >= 0 and k != forward_slot[i] and not early[k]:
+                        n_notes = release(k, di, slot_gout, slot_tid, out_refs, t_refs, output_bytes, t_bytes,
+                                          out_forward_slot, mem, record, mem_time, mem_trace, n_notes, now)
                 # outputs nobody consumes
                 for o in range(output_ptr[i], output_ptr[i + 1]):
                     if out_refs[o] == 0:
                         mem[di] -= output_bytes[o]
                         n_notes = note(record, mem_time, mem_trace, n_notes, now, mem, output_bytes[o])
-                        n_notes = release(out_forward_edge[o], di, edge_gout, edge_tid, out_refs, t_refs,
-                                          output_bytes, t_bytes, out_forward_edge, mem, record, mem_time, mem_trace,
-                                          n_notes, now)
+                        if out_forward_slot[o] >= 0:
+                            n_notes = release(out_forward_slot[o], di, slot_gout, slot_tid, out_refs, t_refs,
+                                              output_bytes, t_bytes, out_forward_slot, mem, record, mem_time,
+                                              mem_trace, n_notes, now)
                 # successors: local ones and control edges; data transfers below
                 for e in range(out_ptr[i], out_ptr[i + 1]):
                     j = edge_dst[e]
@@ -324,17 +356,17 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                     if dj == di:
                         remaining[j] -= 1
                         if remaining[j] == 0:
-                            ready_size[dj] = int_push(ready[dj], ready_size[dj], j)
+                            ready_push(ready0, ready1, ready_low, ready_size, dj, j + n_tasks)
                         if accumulating[dj] and edge_gout[e] >= 0 and is_sum[j]:
-                            n_notes = add_in(e, j, dj, early, sum_allocated, output_ptr, output_bytes, edge_gout,
-                                             edge_tid, out_refs, t_refs, t_bytes, out_forward_edge, mem, peak,
+                            n_notes = add_in(edge_slot[e], j, dj, early, sum_allocated, output_ptr, output_bytes,
+                                             slot_gout, slot_tid, out_refs, t_refs, t_bytes, out_forward_slot, mem, peak,
                                              record, mem_time, mem_trace, n_notes, now)
                     elif edge_gout[e] < 0:
-                        n_ev = ev_push(ev_keys, ev_vals, n_ev, now + transfer_overhead + latency[di, dj],
+                        n_ev = ev_push(ev_keys, ev_vals, 0, n_ev, now + transfer_overhead + latency[di, dj],
                                        EV_CONTROL * cap + e)
                 if host_on:  # first the sender encodes each transfer (a task on its device)
                     for tid in range(t_ptr[i], t_ptr[i + 1]):
-                        ready_size[di] = int_push(ready[di], ready_size[di], 2 * tid - n_tasks)
+                        ready_push(ready0, ready1, ready_low, ready_size, di, 2 * tid)
                 else:
                     first_send = t_ptr[i]
                     end_send = t_ptr[i + 1]
@@ -345,12 +377,12 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                 if out_refs[o] == 0:
                     mem[t_sdev[tid]] -= output_bytes[o]
                     n_notes = note(record, mem_time, mem_trace, n_notes, now, mem, output_bytes[o])
-                    n_notes = release(out_forward_edge[o], t_sdev[tid], edge_gout, edge_tid, out_refs, t_refs,
-                                      output_bytes, t_bytes, out_forward_edge, mem, record, mem_time, mem_trace,
+                    n_notes = release(out_forward_slot[o], t_sdev[tid], slot_gout, slot_tid, out_refs, t_refs,
+                                      output_bytes, t_bytes, out_forward_slot, mem, record, mem_time, mem_trace,
                                       n_notes, now)
                 if host_on:  # then the receiver decodes it (a task on its device)
                     dj = t_ddev[tid]
-                    ready_size[dj] = int_push(ready[dj], ready_size[dj], 2 * tid + 1 - n_tasks)
+                    ready_push(ready0, ready1, ready_low, ready_size, dj, 2 * tid + 1)
                 else:
                     arrived = tid
             elif kind == EV_TRANSFER_START:
@@ -364,7 +396,7 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                 remaining[j] -= 1
                 if remaining[j] == 0:
                     dj = dev[j]
-                    ready_size[dj] = int_push(ready[dj], ready_size[dj], j)
+                    ready_push(ready0, ready1, ready_low, ready_size, dj, j + n_tasks)
             # Put each transfer on its route after the fixed overhead: it streams through every
             # directed link of the route at once; each link serves its transfers FIFO, each for
             # latency + bytes / bandwidth. It starts once all its links have begun and ends when
@@ -385,30 +417,31 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                         start = begin
                     if finish > end:
                         end = finish
-                t_start[tid] = start
-                t_end[tid] = end
+                if record:
+                    t_start[tid] = start
+                    t_end[tid] = end
                 if start == now:
                     mem[dj] += t_bytes[tid]
                     if mem[dj] > peak[dj]:
                         peak[dj] = mem[dj]
                     n_notes = note(record, mem_time, mem_trace, n_notes, now, mem, t_bytes[tid])
                 else:
-                    n_ev = ev_push(ev_keys, ev_vals, n_ev, start, EV_TRANSFER_START * cap + tid)
-                n_ev = ev_push(ev_keys, ev_vals, n_ev, end, EV_TRANSFER * cap + tid)
+                    n_ev = ev_push(ev_keys, ev_vals, 0, n_ev, start, EV_TRANSFER_START * cap + tid)
+                n_ev = ev_push(ev_keys, ev_vals, 0, n_ev, end, EV_TRANSFER * cap + tid)
             # A transfer that arrived: each edge it serves counts as an input of its consumer.
             if arrived >= 0:
-                e = t_head[arrived]
-                while e >= 0:
-                    j = edge_dst[e]
+                k = t_head[arrived]
+                while k >= 0:
+                    j = slot_dst[k]
                     dj = dev[j]
                     remaining[j] -= 1
                     if remaining[j] == 0:
-                        ready_size[dj] = int_push(ready[dj], ready_size[dj], j)
+                        ready_push(ready0, ready1, ready_low, ready_size, dj, j + n_tasks)
                     if accumulating[dj] and is_sum[j]:
-                        n_notes = add_in(e, j, dj, early, sum_allocated, output_ptr, output_bytes, edge_gout,
-                                         edge_tid, out_refs, t_refs, t_bytes, out_forward_edge, mem, peak, record,
+                        n_notes = add_in(k, j, dj, early, sum_allocated, output_ptr, output_bytes, slot_gout,
+                                         slot_tid, out_refs, t_refs, t_bytes, out_forward_slot, mem, peak, record,
                                          mem_time, mem_trace, n_notes, now)
-                    e = e_next[e]
+                    k = slot_next[k]
 
     return (makespan, peak, busy, bytes_moved, started, op_start, op_end,
             t_src[:n_t].copy(), t_out[:n_t].copy(), t_sdev[:n_t].copy(), t_ddev[:n_t].copy(), t_start, t_end,

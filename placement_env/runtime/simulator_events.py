@@ -26,21 +26,23 @@ def note(record, mem_time, mem_trace, n_notes, now, mem, change):
 
 
 @njit(cache=True)
-def release(e, d, edge_gout, edge_tid, out_refs, t_refs, output_bytes, t_bytes, out_forward_edge, mem, record,
+def release(k, d, slot_gout, slot_tid, out_refs, t_refs, output_bytes, t_bytes, out_forward_slot, mem, record,
              mem_time, mem_trace, n_notes, now):
-    """A consumer on device ``d`` is done with in-edge ``e``'s buffer: drop one reference to it and
-    free it on ``d`` when none is left. A freed output that forwards its input's buffer (an alias)
-    then releases that buffer in turn. Returns the memory timeline's new length."""
-    while e >= 0:
-        o = edge_gout[e]
-        tid = edge_tid[e]
-        e = -1
+    """A consumer on device ``d`` is done with the buffer of its in-edge at slot ``k`` (of the in-edges
+    in consumer order; ``slot_gout``: the output it carries, ``slot_tid``: its transfer or -1): drop one
+    reference to it and free it on ``d`` when none is left. A freed output that forwards its input's buffer
+    (an alias, ``out_forward_slot``) then releases that buffer in turn. Returns the memory timeline's new
+    length."""
+    while k >= 0:
+        o = slot_gout[k]
+        tid = slot_tid[k]
+        k = -1
         if tid < 0:
             out_refs[o] -= 1
             if out_refs[o] == 0:
                 mem[d] -= output_bytes[o]
                 n_notes = note(record, mem_time, mem_trace, n_notes, now, mem, output_bytes[o])
-                e = out_forward_edge[o]
+                k = out_forward_slot[o]
         else:
             t_refs[tid] -= 1
             if t_refs[tid] == 0:
@@ -50,9 +52,9 @@ def release(e, d, edge_gout, edge_tid, out_refs, t_refs, output_bytes, t_bytes, 
 
 
 @njit(cache=True)
-def add_in(e, j, d, early, sum_allocated, output_ptr, output_bytes, edge_gout, edge_tid, out_refs, t_refs, t_bytes,
-            out_forward_edge, mem, peak, record, mem_time, mem_trace, n_notes, now):
-    """Data in-edge ``e`` of the accumulating sum ``j`` on device ``d`` has arrived: allocate the
+def add_in(k, j, d, early, sum_allocated, output_ptr, output_bytes, slot_gout, slot_tid, out_refs, t_refs, t_bytes,
+            out_forward_slot, mem, peak, record, mem_time, mem_trace, n_notes, now):
+    """The data in-edge at slot ``k`` of the accumulating sum ``j`` on device ``d`` has arrived: allocate the
     sum's output if this is its first input, add the input in and free it. Returns the timeline's length."""
     if not sum_allocated[j]:
         sum_allocated[j] = True
@@ -64,6 +66,6 @@ def add_in(e, j, d, early, sum_allocated, output_ptr, output_bytes, edge_gout, e
             if mem[d] > peak[d]:
                 peak[d] = mem[d]
             n_notes = note(record, mem_time, mem_trace, n_notes, now, mem, alloc)
-    early[e] = True
-    return release(e, d, edge_gout, edge_tid, out_refs, t_refs, output_bytes, t_bytes, out_forward_edge, mem,
+    early[k] = True
+    return release(k, d, slot_gout, slot_tid, out_refs, t_refs, output_bytes, t_bytes, out_forward_slot, mem,
                     record, mem_time, mem_trace, n_notes, now)
