@@ -5,7 +5,7 @@ import pytest
 
 import placement_env as pe
 from placement_env import UnknownBenchmarkError
-from placement_env.benchmarks import MODERN_MODELS, PAPER_MODELS
+from placement_env.benchmarks import EXTRA_MODELS, MODERN_MODELS, PAPER_MODELS
 from placement_env.cache import cache_dir
 from tf_helpers import assert_hard_constraints, run_step
 
@@ -73,7 +73,8 @@ def test_a_batch_variant_is_the_paper_model_at_another_batch():
             pe.load_benchmark(bad)
 
 
-@pytest.mark.parametrize("name", [f"{m}-tiny" for m in (*PAPER_MODELS, *MODERN_MODELS)] + ["synthetic-tiny"])
+@pytest.mark.parametrize("name", [f"{m}-tiny" for m in (*PAPER_MODELS, *MODERN_MODELS, *EXTRA_MODELS)]
+                         + ["synthetic-tiny"])
 def test_tiny_benchmarks_build_group_and_run(name):
     graph = pe.load_benchmark(name, max_groups=32)
     assert graph.name == name

@@ -1,4 +1,4 @@
-"""The modern benchmark builders (Transformer, GPT-2, BERT, ResNet-50), on their TINY variants:
+"""The modern benchmark builders (Transformer, GPT-2, BERT, ResNet-50) and VGG-16, on their TINY variants:
 static flat graphs, the published architectures' wiring, block scopes, determinism, a real step."""
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ import pytest
 import tensorflow as tf
 
 import placement_env as pe
-from placement_env.benchmarks import MODERN_MODELS, bert, common, gpt2, resnet50, transformer
-from placement_env.benchmarks.sizes import RESNET50_STAGES
+from placement_env.benchmarks import EXTRA_MODELS, MODERN_MODELS, bert, common, gpt2, resnet50, transformer, vgg16
+from placement_env.benchmarks.sizes import RESNET50_STAGES, VGG16_STAGES
 
 CONTROL_FLOW = {"While", "StatelessWhile", "Switch", "Merge", "Enter", "Exit", "NextIteration",
                 "LoopCond", "PartitionedCall", "StatefulPartitionedCall", "If", "StatelessIf"}
-MODULES = {"transformer": transformer, "gpt2": gpt2, "bert": bert, "resnet50": resnet50}
+MODULES = {"transformer": transformer, "gpt2": gpt2, "bert": bert, "resnet50": resnet50, "vgg16": vgg16}
+MODELS = (*MODERN_MODELS, *EXTRA_MODELS)
 # Ops outside every block: the optimiser, the gradients' own bookkeeping, the initialiser.
 OUTSIDE_BLOCKS = ("gradients", "train_step", "init")
 
@@ -25,7 +26,7 @@ def tiny(name: str) -> common.TrainingStep:
     return MODULES[name].build(**MODULES[name].TINY)
 
 
-@pytest.fixture(params=MODERN_MODELS)
+@pytest.fixture(params=MODELS)
 def built(request):
     return request.param, MODULES[request.param], tiny(request.param)
 
@@ -76,6 +77,8 @@ def test_blocks_follow_the_layer_count():
     assert pe.benchmark_blocks("bert-tiny")[-4:] == ("pooler", "masked_lm", "next_sentence", "loss")
     assert pe.benchmark_blocks("resnet50") == pe.benchmark_blocks("resnet50-tiny") == resnet50.BLOCKS
     assert len(resnet50.BLOCKS) == 3 + 16 + 2
+    assert pe.benchmark_blocks("vgg16") == vgg16.BLOCKS == ("inputs", "conv1", "conv2", "conv3", "conv4", "conv5",
+                                                            "fc6", "fc7", "fc8", "loss")
     with pytest.raises(TypeError, match="'layer'"):
         pe.benchmark_blocks("gpt2", layer=3)
 
@@ -161,6 +164,32 @@ def test_tiny_shapes():
     units = sum(units for _, units, _ in RESNET50_STAGES)
     assert types.count("Conv2D") == 1 + 3 * units + len(RESNET50_STAGES) + 1  # 54 at any width
     assert types.count("FusedBatchNorm") == 1 + 3 * units + len(RESNET50_STAGES)
+    v = vgg16.TINY
+    graph = tiny("vgg16").graph
+    assert graph.get_tensor_by_name("fc8/dense/BiasAdd:0").shape.as_list() == [v["batch"], v["num_classes"]]
+    assert graph.get_tensor_by_name("conv5/pool:0").shape.as_list() == [v["batch"], 1, 1, 64]
+    forward = [op.type for op in graph.get_operations() if not op.name.startswith("gradients/")]
+    assert forward.count("Conv2D") == sum(convs for convs, _ in VGG16_STAGES) == 13
+    assert forward.count("MatMul") == 3 and "FusedBatchNorm" not in forward
+
+
+def test_vgg16_has_the_published_parameter_count():
+    """Configuration D: 13 3x3 convolutions and 3 fully connected layers, all with biases, 138,357,544
+    weights at 224x224 and 1000 classes (closed form here; TINY's trainable variables checked against it)."""
+    def expected(p: dict) -> int:
+        width = lambda d: max(int(d * p["depth_multiplier"]), p["min_depth"])  # noqa: E731
+        count, channels = 0, 3
+        for convs, out in VGG16_STAGES:
+            for _ in range(convs):
+                count += 9 * channels * width(out) + width(out)
+                channels = width(out)
+        side = p["image_size"] // 2 ** len(VGG16_STAGES)
+        fc = width(4096)
+        return (count + (side * side * channels * fc + fc) + (fc * fc + fc)
+                + (fc * p["num_classes"] + p["num_classes"]))
+
+    assert expected(vgg16.PAPER) == 138_357_544
+    assert sum(int(np.prod(shape)) for shape in _trainable(tiny("vgg16")).values()) == expected(vgg16.TINY)
 
 
 def test_gpt2_attention_is_causal():
@@ -180,14 +209,14 @@ def test_gpt2_attention_is_causal():
     assert not np.allclose(first[:, -1], second[:, -1])
 
 
-@pytest.mark.parametrize("name", MODERN_MODELS)
+@pytest.mark.parametrize("name", MODELS)
 def test_bad_parameters_name_the_parameter(name):
     mod = MODULES[name]
     with pytest.raises(TypeError, match="bogus_key"):
         mod.build(bogus_key=3)
     with pytest.raises(ValueError, match="batch=0"):
         mod.build(**{**mod.TINY, "batch": 0})
-    if name == "resnet50":
+    if name in ("resnet50", "vgg16"):
         with pytest.raises(ValueError, match="image_size=16"):
             mod.build(**{**mod.TINY, "image_size": 16})
         return

@@ -37,6 +37,9 @@ def test_suites_split_families_on_the_k80_machines():
     for task in train + test:
         assert task.cluster == f"k80-{task.gpus}gpu" and task.gpus in (2, 4)
     assert len(load_suite("generalisation")) == 20  # the synthetic suite stays
+    with_vgg = load_suite("generalisation-train-vgg")
+    assert with_vgg[:len(train)] == train
+    assert {t.benchmark for t in with_vgg[len(train):]} == {"vgg16", "vgg16-batch352"}
 
 
 @pytest.mark.parametrize("cluster", ["k80-2gpu", "k80-4gpu"])

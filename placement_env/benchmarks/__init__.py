@@ -13,7 +13,7 @@ building a graph does.
 """
 from __future__ import annotations
 
-from .registry import BUILDER_VERSION, MODERN_MODELS, PAPER_MODELS, benchmark_blocks, benchmark_names, load_benchmark
+from .registry import BUILDER_VERSION, EXTRA_MODELS, MODERN_MODELS, PAPER_MODELS, benchmark_blocks, benchmark_names, load_benchmark
 
-__all__ = ["BUILDER_VERSION", "MODERN_MODELS", "PAPER_MODELS", "benchmark_blocks", "benchmark_names",
+__all__ = ["BUILDER_VERSION", "EXTRA_MODELS", "MODERN_MODELS", "PAPER_MODELS", "benchmark_blocks", "benchmark_names",
            "load_benchmark"]

@@ -2,6 +2,7 @@
 
 Names: ``rnnlm``, ``nmt``, ``inception_v3`` (the paper's three models at paper scale),
 ``transformer``, ``gpt2``, ``bert``, ``resnet50`` (modern models at their published base size),
+``vgg16`` (a CNN without branches),
 the same with ``-tiny`` (small, for tests), ``rnnlm-deep`` (8 layers over 105 steps: 50,808 ops) and
 ``nmt-deep`` (GNMT's 8 + 8 layers of 1,024 units over 60 + 60 steps: 67,639 ops), for the simulator at
 scale, ``<model>-batch<N>`` (a model at paper scale with batch N instead of its own: the same graph
@@ -34,6 +35,7 @@ from .sizes import BLOCKS, DEEP, PARAMS, SYNTHETIC_PAPER
 
 PAPER_MODELS = ("rnnlm", "nmt", "inception_v3")
 MODERN_MODELS = ("transformer", "gpt2", "bert", "resnet50")
+EXTRA_MODELS = ("vgg16",)  # beyond the paper's and the modern four: VGG-16, a CNN whose layers run in sequence
 BUILDER_VERSION = 2  # bump when a builder changes the graphs it makes, to invalidate caches
 _SYNTHETIC = re.compile(r"synthetic:(\d+)")
 _BATCH = re.compile(r"(\w+)-batch(\d+)")
@@ -42,7 +44,7 @@ log = logging.getLogger(__name__)
 
 def benchmark_names() -> list[str]:
     """The fixed benchmark names; ``synthetic:<seed>`` accepts any non-negative integer seed."""
-    models = (*PAPER_MODELS, *MODERN_MODELS)
+    models = (*PAPER_MODELS, *MODERN_MODELS, *EXTRA_MODELS)
     return [*models, *(f"{m}-tiny" for m in models), *(f"{m}-deep" for m in DEEP), "synthetic-tiny"]
 
 

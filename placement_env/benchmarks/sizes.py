@@ -116,6 +116,13 @@ RESNET50_PAPER: dict[str, Any] = {"image_size": 224, "batch": 256, "num_classes"
 RESNET50_TINY: dict[str, Any] = {"image_size": 32, "batch": 2, "num_classes": 10, "depth_multiplier": 0.125,
                                  "min_depth": 8}
 
+# VGG-16 at 224x224 with the paper's minibatch of 256.
+VGG16_PAPER: dict[str, Any] = {"image_size": 224, "batch": 256, "num_classes": 1000, "depth_multiplier": 1.0,
+                               "min_depth": 8}
+
+VGG16_TINY: dict[str, Any] = {"image_size": 32, "batch": 2, "num_classes": 10, "depth_multiplier": 0.125,
+                              "min_depth": 8}
+
 
 # "<model>-deep": larger variants for the simulator at scale.
 DEEP: dict[str, dict[str, Any]] = {"rnnlm": RNNLM_DEEP, "nmt": NMT_DEEP}
@@ -128,6 +135,7 @@ PARAMS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "gpt2": (GPT2_PAPER, GPT2_TINY),
     "bert": (BERT_PAPER, BERT_TINY),
     "resnet50": (RESNET50_PAPER, RESNET50_TINY),
+    "vgg16": (VGG16_PAPER, VGG16_TINY),
     "synthetic": (SYNTHETIC_PAPER, SYNTHETIC_TINY),
 }
 
@@ -162,6 +170,9 @@ INCEPTION_V3_BLOCKS: tuple[str, ...] = (
 RESNET50_STAGES: tuple[tuple[str, int, int], ...] = (("block1", 3, 64), ("block2", 4, 128), ("block3", 6, 256),
                                                       ("block4", 3, 512))
 
+# VGG-16's stages (configuration D): (3x3 convolutions, channels), each followed by a 2x2 max pool.
+VGG16_STAGES: tuple[tuple[int, int], ...] = ((2, 64), (2, 128), (3, 256), (3, 512), (3, 512))
+
 
 def _layers(prefix: str, p: dict[str, Any]) -> tuple[str, ...]:
     return tuple(f"{prefix}layer_{k}" for k in range(p["layers"]))
@@ -179,4 +190,5 @@ BLOCKS: dict[str, Callable[[dict[str, Any]], tuple[str, ...]]] = {
     "resnet50": lambda p: ("inputs", "conv1", "pool1",
                            *(f"{stage}/unit_{u + 1}" for stage, units, _ in RESNET50_STAGES for u in range(units)),
                            "logits", "loss"),
+    "vgg16": lambda p: ("inputs", *(f"conv{s + 1}" for s in range(len(VGG16_STAGES))), "fc6", "fc7", "fc8", "loss"),
 }

@@ -49,6 +49,9 @@ GENERALISATION_TRAIN = (("RNNLM", "rnnlm"), ("NMT", "nmt"), ("Inception-V3", "in
                         ("Inception-V3, batch 240", "inception_v3-batch240"),
                         ("GPT-2, batch 4", "gpt2-batch4"), ("GPT-2, batch 6", "gpt2-batch6"))
 GENERALISATION_TEST = (("ResNet-50", "resnet50"), ("Transformer", "transformer"), ("BERT", "bert"))
+# An experiment on the train split (docs/findings.md): the same tasks plus a CNN without branches,
+# VGG-16, at its own batch of 256 and at 352 (single-GPU peak over two dies 0.73 and about 1.0).
+GENERALISATION_TRAIN_VGG = (*GENERALISATION_TRAIN, ("VGG-16", "vgg16"), ("VGG-16, batch 352", "vgg16-batch352"))
 
 
 def _on_k80(models: tuple[tuple[str, str], ...]) -> tuple[Task, ...]:
@@ -63,6 +66,7 @@ SUITES = {
     "generalisation": _generalisation,  # 10 seeded random layered graphs x {2, 4} GPUs
     "generalisation-train": lambda: _on_k80(GENERALISATION_TRAIN),  # what a generalising placer learns from
     "generalisation-test": lambda: _on_k80(GENERALISATION_TEST),  # held-out families, placed after training
+    "generalisation-train-vgg": lambda: _on_k80(GENERALISATION_TRAIN_VGG),  # the train split + VGG-16 (an experiment)
 }
 
 

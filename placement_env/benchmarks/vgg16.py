@@ -1,0 +1,93 @@
+"""VGG-16 benchmark: one ImageNet training step (Simonyan & Zisserman 2015, configuration D), a CNN whose
+layers run one after another, with no branches and no shortcuts.
+
+Structure, in forward order (``BLOCKS``, the name scopes of the blocks):
+
+    inputs, conv1, conv2, conv3, conv4, conv5, fc6, fc7, fc8, loss
+
+- ``conv<s>``: 2, 2, 3, 3 and 3 convolutions 3x3/1 (``conv<s>_<k>``) with bias and ReLU, to 64, 128,
+  256, 512 and 512 channels, then a 2x2/2 max pool (224 -> 7 pixels after the fifth).
+- ``fc6`` (which first flattens the 7x7x512 features), ``fc7``: fully connected to 4096 with bias, ReLU and dropout 0.5 (training); ``fc8``: to
+  ``num_classes`` with bias.
+- No batch norm (the paper's network has none), no weight decay term.
+- ``inputs``: images ``tf.random.uniform([batch, size, size, 3])`` and labels
+  ``tf.random.uniform([batch], 0, num_classes, int32)``; ``loss``: sparse softmax cross-entropy, mean
+  over the batch. Optimiser: ``common.momentum_train_op`` (momentum SGD, as the paper).
+- Channel and fully connected widths are ``max(int(d * depth_multiplier), min_depth)``. Graph-level
+  random seed 0.
+
+Sizes (``PAPER``, from :mod:`placement_env.benchmarks.sizes`): 224x224 ImageNet images, 1000 classes,
+full width, batch 256 (the paper's minibatch). Parameters: 138.4 M (138,357,544).
+"""
+from __future__ import annotations
+
+import tensorflow as tf
+
+from . import common
+from .cnn import ConvBuilder, max_pool
+from .sizes import BLOCKS as LAYOUTS, VGG16_STAGES as STAGES
+from .sizes import VGG16_PAPER as PAPER, VGG16_TINY as TINY  # noqa: F401 (the module's sizes)
+
+__all__ = ["PAPER", "TINY", "STAGES", "BLOCKS", "MIN_IMAGE_SIZE", "build"]
+
+BLOCKS = LAYOUTS["vgg16"](PAPER)  # the same for every size
+
+MIN_IMAGE_SIZE = 32  # five 2x2 pools take 32 pixels to 1
+
+_FC_WIDTH = 4096
+_DROPOUT = 0.5
+
+
+def _check(p: dict) -> None:
+    common.require_int("vgg16", "image_size", p["image_size"], MIN_IMAGE_SIZE)
+    common.require_int("vgg16", "num_classes", p["num_classes"], 2)
+    multiplier = p["depth_multiplier"]
+    if isinstance(multiplier, bool) or not isinstance(multiplier, (int, float)) or not multiplier > 0:
+        raise ValueError(f"vgg16: depth_multiplier={multiplier!r}; expected a number > 0")
+
+
+def _dense(x: tf.Tensor, units: int, scope: str) -> tf.Tensor:
+    """x @ weights + biases (the fully connected layers)."""
+    with tf.compat.v1.variable_scope(scope):
+        init = tf.compat.v1.variance_scaling_initializer(1.0, "fan_in", "truncated_normal")
+        w = tf.compat.v1.get_variable("weights", [int(x.shape[-1]), units], initializer=init)
+        b = tf.compat.v1.get_variable("biases", [units], initializer=tf.zeros_initializer())
+        return tf.nn.bias_add(tf.matmul(x, w), b)
+
+
+def build(**params) -> common.TrainingStep:
+    """One VGG-16 training step on random images and labels; keyword parameters default to :data:`PAPER`."""
+    p = common.check_params("vgg16", PAPER, params)
+    _check(p)
+    p["depth_multiplier"] = float(p["depth_multiplier"])
+    b = ConvBuilder(p["depth_multiplier"], p["min_depth"], learn_gamma=True, epsilon=0.0, decay=0.0)  # no batch norm
+    batch, size = p["batch"], p["image_size"]
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.compat.v1.set_random_seed(0)
+        with tf.compat.v1.variable_scope("inputs"):
+            images = tf.random.uniform([batch, size, size, 3], name="images")
+            labels = tf.random.uniform([batch], 0, p["num_classes"], dtype=tf.int32, name="labels")
+
+        x = images
+        for s, (convs, channels) in enumerate(STAGES, start=1):
+            with tf.compat.v1.variable_scope(f"conv{s}"):
+                for k in range(1, convs + 1):
+                    x = tf.nn.relu(b.conv(x, b.depth(channels), 3, f"conv{s}_{k}", bn=False), name=f"relu{s}_{k}")
+                x = max_pool(x, 2, 2, "VALID", "pool")
+
+        for scope in ("fc6", "fc7"):
+            with tf.compat.v1.variable_scope(scope):
+                if scope == "fc6":
+                    x = tf.reshape(x, [batch, -1], name="flatten")
+                x = tf.nn.relu(_dense(x, b.depth(_FC_WIDTH), "dense"), name="relu")
+                x = tf.nn.dropout(x, rate=_DROPOUT, name="dropout")
+        with tf.compat.v1.variable_scope("fc8"):
+            logits = _dense(x, p["num_classes"], "dense")
+
+        with tf.compat.v1.variable_scope("loss"):
+            xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+            loss = tf.reduce_mean(xent, name="mean_xent")
+
+        train_op = common.momentum_train_op(loss)
+    return common.finish(graph, train_op, p)
