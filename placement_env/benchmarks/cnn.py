@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from . import common
+
 
 class ConvBuilder:
     """Holds the width rule and batch-norm settings, and collects the moving-average updates."""
@@ -67,6 +69,24 @@ class ConvBuilder:
                         delta = (moving.read_value() - batch_stat) * (1.0 - self.decay)
                         self.updates.append(moving.assign_sub(delta, read_value=False))
         return out
+
+
+def check_image_params(model: str, p: dict, min_image_size: int) -> None:
+    """The image classifiers' shared parameters: an image size of at least ``min_image_size``, two classes or
+    more, a width multiplier above zero (errors name ``model`` and the bad value)."""
+    common.require_int(model, "image_size", p["image_size"], min_image_size)
+    common.require_int(model, "num_classes", p["num_classes"], 2)
+    multiplier = p["depth_multiplier"]
+    if isinstance(multiplier, bool) or not isinstance(multiplier, (int, float)) or not multiplier > 0:
+        raise ValueError(f"{model}: depth_multiplier={multiplier!r}; expected a number > 0")
+
+
+def random_images(batch: int, size: int, num_classes: int) -> tuple[tf.Tensor, tf.Tensor]:
+    """In scope ``inputs``: uniform random images [batch, size, size, 3] and integer labels [batch]."""
+    with tf.compat.v1.variable_scope("inputs"):
+        images = tf.random.uniform([batch, size, size, 3], name="images")
+        labels = tf.random.uniform([batch], 0, num_classes, dtype=tf.int32, name="labels")
+    return images, labels
 
 
 def max_pool(x, kernel, stride, padding, name):

@@ -38,7 +38,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from . import common
-from .cnn import ConvBuilder, max_pool
+from .cnn import ConvBuilder, check_image_params, max_pool, random_images
 from .sizes import BLOCKS as LAYOUTS, RESNET50_STAGES as STAGES
 from .sizes import RESNET50_PAPER as PAPER, RESNET50_TINY as TINY  # noqa: F401 (the module's sizes)
 
@@ -61,27 +61,17 @@ def _bottleneck(b: ConvBuilder, x: tf.Tensor, width: int, stride: int, project: 
     return tf.nn.relu(tf.add(shortcut, y, name="residual"), name="relu")
 
 
-def _check(p: dict) -> None:
-    common.require_int("resnet50", "image_size", p["image_size"], MIN_IMAGE_SIZE)
-    common.require_int("resnet50", "num_classes", p["num_classes"], 2)
-    multiplier = p["depth_multiplier"]
-    if isinstance(multiplier, bool) or not isinstance(multiplier, (int, float)) or not multiplier > 0:
-        raise ValueError(f"resnet50: depth_multiplier={multiplier!r}; expected a number > 0")
-
-
 def build(**params) -> common.TrainingStep:
     """One ResNet-50 training step on random images and labels; keyword parameters default to :data:`PAPER`."""
     p = common.check_params("resnet50", PAPER, params)
-    _check(p)
+    check_image_params("resnet50", p, MIN_IMAGE_SIZE)
     p["depth_multiplier"] = float(p["depth_multiplier"])
     b = ConvBuilder(p["depth_multiplier"], p["min_depth"], learn_gamma=True, epsilon=_BN_EPSILON, decay=_BN_DECAY)
     batch, size = p["batch"], p["image_size"]
     graph = tf.Graph()
     with graph.as_default():
         tf.compat.v1.set_random_seed(0)
-        with tf.compat.v1.variable_scope("inputs"):
-            images = tf.random.uniform([batch, size, size, 3], name="images")
-            labels = tf.random.uniform([batch], 0, p["num_classes"], dtype=tf.int32, name="labels")
+        images, labels = random_images(batch, size, p["num_classes"])
 
         x = b.conv(images, b.depth(64), 7, "conv1", stride=2)
         with tf.compat.v1.name_scope("pool1"):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from . import common
-from .cnn import ConvBuilder, max_pool
+from .cnn import ConvBuilder, check_image_params, max_pool, random_images
 from .sizes import BLOCKS as LAYOUTS, VGG16_STAGES as STAGES
 from .sizes import VGG16_PAPER as PAPER, VGG16_TINY as TINY  # noqa: F401 (the module's sizes)
 
@@ -36,14 +36,6 @@ MIN_IMAGE_SIZE = 32  # five 2x2 pools take 32 pixels to 1
 
 _FC_WIDTH = 4096
 _DROPOUT = 0.5
-
-
-def _check(p: dict) -> None:
-    common.require_int("vgg16", "image_size", p["image_size"], MIN_IMAGE_SIZE)
-    common.require_int("vgg16", "num_classes", p["num_classes"], 2)
-    multiplier = p["depth_multiplier"]
-    if isinstance(multiplier, bool) or not isinstance(multiplier, (int, float)) or not multiplier > 0:
-        raise ValueError(f"vgg16: depth_multiplier={multiplier!r}; expected a number > 0")
 
 
 def _dense(x: tf.Tensor, units: int, scope: str) -> tf.Tensor:
@@ -58,16 +50,14 @@ def _dense(x: tf.Tensor, units: int, scope: str) -> tf.Tensor:
 def build(**params) -> common.TrainingStep:
     """One VGG-16 training step on random images and labels; keyword parameters default to :data:`PAPER`."""
     p = common.check_params("vgg16", PAPER, params)
-    _check(p)
+    check_image_params("vgg16", p, MIN_IMAGE_SIZE)
     p["depth_multiplier"] = float(p["depth_multiplier"])
     b = ConvBuilder(p["depth_multiplier"], p["min_depth"], learn_gamma=True, epsilon=0.0, decay=0.0)  # no batch norm
     batch, size = p["batch"], p["image_size"]
     graph = tf.Graph()
     with graph.as_default():
         tf.compat.v1.set_random_seed(0)
-        with tf.compat.v1.variable_scope("inputs"):
-            images = tf.random.uniform([batch, size, size, 3], name="images")
-            labels = tf.random.uniform([batch], 0, p["num_classes"], dtype=tf.int32, name="labels")
+        images, labels = random_images(batch, size, p["num_classes"])
 
         x = images
         for s, (convs, channels) in enumerate(STAGES, start=1):
