@@ -136,6 +136,8 @@ class SimulationPlan:
         self.forward_slot, self.out_forward_slot = (
             a.astype(index) for a in self._forwarding(graph, cluster.buffer_forwarding))
         self.output_bytes[self.out_forward_slot >= 0] = 0  # an alias allocates nothing of its own
+        cumulative = np.concatenate([[0], np.cumsum(self.output_bytes)])
+        self.op_output_bytes = cumulative[self.output_ptr[1:]] - cumulative[self.output_ptr[:-1]]  # per op
         self.persistent = graph.persistent_bytes.astype(np.int64)
         self.concurrency = cluster.concurrency.astype(np.int64)
         self.op_share = np.ascontiguousarray(cluster.op_share, dtype=np.float64)
@@ -185,9 +187,8 @@ class SimulationPlan:
 
     def _args(self) -> tuple:
         return (self.op_seconds, self.out_ptr, self.edge_dst, self.edge_gout, self.edge_bytes, self.in_ptr,
-                self.edge_slot, self.slot_gout, self.slot_dst, self.output_ptr, self.output_bytes, self.forward_slot,
-                self.out_forward_slot,
-                self.persistent, self.concurrency, self.op_share,
+                self.edge_slot, self.slot_gout, self.slot_dst, self.output_ptr, self.output_bytes, self.op_output_bytes,
+                self.forward_slot, self.out_forward_slot, self.persistent, self.concurrency, self.op_share,
                 self.latency, self.route_ptr, self.route_res, self.res_bandwidth, self.res_latency,
                 self.transfer_overhead, self.host_on, self.host_fixed, self.host_per_byte, self.is_sum)
 

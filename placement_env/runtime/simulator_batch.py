@@ -38,7 +38,7 @@ def accumulating_devices(dev, is_sum, peak, capacity):
 
 @njit(cache=True)
 def simulate_row(r, placements, group, capacity, none, runtimes, peaks, busys, moved, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst, output_ptr,
-                 output_bytes, forward_slot, out_forward_slot, persistent, concurrency, op_share, latency, route_ptr,
+                 output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency, op_share, latency, route_ptr,
                  route_res, res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed, host_per_byte, is_sum):
     """Row ``r`` of :func:`simulate_many`: :func:`simulate_core` of ``placements[r]`` (device per group;
     ``group``: group per op), run a second time with accumulating sums where its first run's peak calls for
@@ -48,13 +48,13 @@ def simulate_row(r, placements, group, capacity, none, runtimes, peaks, busys, m
     for i in range(group.shape[0]):
         dev[i] = placements[r, group[i]]
     res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst,
-                          output_ptr, output_bytes, forward_slot, out_forward_slot, persistent, concurrency,
+                          output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency,
                           op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
                           host_on, host_fixed, host_per_byte, is_sum, none, False)
     rewrite = accumulating_devices(dev, is_sum, res[1], capacity)
     if rewrite.any():
         res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst,
-                          output_ptr, output_bytes, forward_slot, out_forward_slot, persistent, concurrency,
+                          output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency,
                           op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
                           host_on, host_fixed, host_per_byte, is_sum, rewrite, False)
     runtimes[r] = res[0]
@@ -65,7 +65,7 @@ def simulate_row(r, placements, group, capacity, none, runtimes, peaks, busys, m
 
 @njit(cache=True)
 def simulate_many(placements, group, capacity, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst, output_ptr,
-                 output_bytes, forward_slot, out_forward_slot, persistent, concurrency, op_share, latency, route_ptr,
+                 output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency, op_share, latency, route_ptr,
                  route_res, res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed, host_per_byte, is_sum):
     """:func:`simulate_row` for every row of ``placements``, one after another. Returns (runtimes, peaks
     [k, device], busy seconds [k, device], bytes moved); records no schedule."""
@@ -74,7 +74,7 @@ def simulate_many(placements, group, capacity, op_seconds, out_ptr, edge_dst, ed
     none = np.zeros(n_dev, np.bool_)
     for r in range(k):
         simulate_row(r, placements, group, capacity, none, *out, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst,
-                          output_ptr, output_bytes, forward_slot, out_forward_slot, persistent, concurrency,
+                          output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency,
                           op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
                           host_on, host_fixed, host_per_byte, is_sum)
     return out
@@ -82,7 +82,7 @@ def simulate_many(placements, group, capacity, op_seconds, out_ptr, edge_dst, ed
 
 @njit(cache=True, parallel=True)
 def simulate_many_parallel(placements, group, capacity, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst, output_ptr,
-                 output_bytes, forward_slot, out_forward_slot, persistent, concurrency, op_share, latency, route_ptr,
+                 output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency, op_share, latency, route_ptr,
                  route_res, res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed, host_per_byte, is_sum):
     """:func:`simulate_many` with the rows shared out over numba's threads (``numba.set_num_threads``); the
     same results. A separate function, so that a batch on one thread never starts numba's thread pool; not
@@ -95,7 +95,7 @@ def simulate_many_parallel(placements, group, capacity, op_seconds, out_ptr, edg
     none = np.zeros(n_dev, np.bool_)
     for r in prange(k):
         simulate_row(r, placements, group, capacity, none, *out, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst,
-                          output_ptr, output_bytes, forward_slot, out_forward_slot, persistent, concurrency,
+                          output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency,
                           op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
                           host_on, host_fixed, host_per_byte, is_sum)
     return out

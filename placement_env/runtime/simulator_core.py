@@ -44,7 +44,8 @@ def _real_time(service, k, share):
 
 @njit(cache=True)
 def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst,
-                  output_ptr, output_bytes, forward_slot, out_forward_slot, persistent, concurrency, op_share,
+                  output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency,
+                  op_share,
                   latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, host_on,
                   host_fixed, host_per_byte, is_sum, accumulating, record):
     """One step of the placement ``dev`` (device per op); see the simulated runtime's module docstring.
@@ -89,15 +90,10 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
     out_refs = np.zeros(n_out, in_ptr.dtype)  # local consumers + outbound transfers per output
     remaining = in_ptr[1:] - in_ptr[:-1]  # inputs not yet arrived, per op
     seconds = np.empty(n)  # each op's seconds on its device
-    out_total = np.empty(n, np.int64)  # bytes of each op's outputs
     n_t = 0
     for i in range(n):
         di = dev[i]
         seconds[i] = op_seconds[i, di]
-        total = 0
-        for o in range(output_ptr[i], output_ptr[i + 1]):
-            total += output_bytes[o]
-        out_total[i] = total
         t_ptr[i] = n_t
         for e in range(out_ptr[i], out_ptr[i + 1]):
             o = edge_gout[e]
@@ -232,7 +228,7 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                 # (`accumulating`, a flag per device, is tested before the per-op and per-edge flags:
                 # it is always in cache, and false on most devices)
                 if not (accumulating[d] and sum_allocated[i]):
-                    alloc = out_total[i]
+                    alloc = op_output_bytes[i]
                 if alloc > 0:
                     mem[d] += alloc
                     if mem[d] > peak[d]:
@@ -358,7 +354,7 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                         if remaining[j] == 0:
                             ready_push(ready0, ready1, ready_low, ready_size, dj, j + n_tasks)
                         if accumulating[dj] and edge_gout[e] >= 0 and is_sum[j]:
-                            n_notes = add_in(edge_slot[e], j, dj, early, sum_allocated, output_ptr, output_bytes,
+                            n_notes = add_in(edge_slot[e], j, dj, early, sum_allocated, op_output_bytes, output_bytes,
                                              slot_gout, slot_tid, out_refs, t_refs, t_bytes, out_forward_slot, mem, peak,
                                              record, mem_time, mem_trace, n_notes, now)
                     elif edge_gout[e] < 0:
@@ -438,7 +434,7 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                     if remaining[j] == 0:
                         ready_push(ready0, ready1, ready_low, ready_size, dj, j + n_tasks)
                     if accumulating[dj] and is_sum[j]:
-                        n_notes = add_in(k, j, dj, early, sum_allocated, output_ptr, output_bytes, slot_gout,
+                        n_notes = add_in(k, j, dj, early, sum_allocated, op_output_bytes, output_bytes, slot_gout,
                                          slot_tid, out_refs, t_refs, t_bytes, out_forward_slot, mem, peak, record,
                                          mem_time, mem_trace, n_notes, now)
                     k = slot_next[k]

@@ -52,15 +52,13 @@ def release(k, d, slot_gout, slot_tid, out_refs, t_refs, output_bytes, t_bytes, 
 
 
 @njit(cache=True)
-def add_in(k, j, d, early, sum_allocated, output_ptr, output_bytes, slot_gout, slot_tid, out_refs, t_refs, t_bytes,
+def add_in(k, j, d, early, sum_allocated, op_output_bytes, output_bytes, slot_gout, slot_tid, out_refs, t_refs, t_bytes,
             out_forward_slot, mem, peak, record, mem_time, mem_trace, n_notes, now):
     """The data in-edge at slot ``k`` of the accumulating sum ``j`` on device ``d`` has arrived: allocate the
     sum's output if this is its first input, add the input in and free it. Returns the timeline's length."""
     if not sum_allocated[j]:
         sum_allocated[j] = True
-        alloc = 0
-        for o in range(output_ptr[j], output_ptr[j + 1]):
-            alloc += output_bytes[o]
+        alloc = op_output_bytes[j]
         if alloc > 0:
             mem[d] += alloc
             if mem[d] > peak[d]:
