@@ -46,7 +46,7 @@ def _policy_times(problem, repeats: int = 5) -> tuple[float, float]:
         forward.append(time.perf_counter() - start)
         start = time.perf_counter()
         net.zero_grad()
-        drawn = sample(net(inputs), 16, torch.Generator().manual_seed(0))
+        drawn = sample(net, net(inputs), 16, torch.Generator().manual_seed(0))
         (drawn.log_prob.mean() + drawn.entropy).backward()
         update.append(time.perf_counter() - start)
     return min(forward), min(update)

@@ -13,7 +13,8 @@ from agents.gnn_placer import (CHECKPOINT_ENV, DEVICE_SLOTS, PRETRAINED, Config,
                                place_fine_tune, place_zero_shot, save_checkpoint)
 from agents.gnn_placer.cli import main
 from agents.gnn_placer.memory_fit import ESTIMATE
-from agents.gnn_placer.policy import greedy, sample
+from agents.gnn_placer.network import DECODERS
+from agents.gnn_placer.policy import greedy, likeliest, sample
 from agents.gnn_placer.rewards import FAILED_RATIO, advantages, rewards
 from placement_env.errors import CheckpointMismatchError
 from placement_env.harness import load_suite, run_suite
@@ -25,8 +26,8 @@ def task_of(graph, cluster_name: str, name: str = ""):
     return make_task(pe.Problem.make(graph, pe.load_cluster(cluster_name), benchmark=graph.name), name)
 
 
-def small_config() -> Config:
-    return Config(hidden=16, layers=2, heads=2, samples=8, graphs_per_update=2)
+def small_config(decoder: str = "independent") -> Config:
+    return Config(hidden=16, layers=2, heads=2, samples=8, graphs_per_update=2, decoder=decoder)
 
 
 def test_suites_split_families_on_the_k80_machines():
@@ -42,15 +43,16 @@ def test_suites_split_families_on_the_k80_machines():
     assert {t.benchmark for t in with_vgg[len(train):]} == {"vgg16", "vgg16-batch352"}
 
 
+@pytest.mark.parametrize("decoder", DECODERS)
 @pytest.mark.parametrize("cluster", ["k80-2gpu", "k80-4gpu"])
-def test_inputs_and_samples_respect_the_allowed_devices(tiny, cluster):
+def test_inputs_and_samples_respect_the_allowed_devices(tiny, cluster, decoder):
     task = task_of(tiny, cluster)
     n_devices = 1 + int(cluster[4])
     inputs = task.inputs
     assert inputs.features.shape[0] == tiny.n_groups and inputs.allowed.shape == (tiny.n_groups, DEVICE_SLOTS)
     assert not inputs.allowed[:, n_devices:].any()  # slots the cluster lacks
-    net = small_config().network(inputs.features.shape[1])
-    drawn = sample(net(inputs), 256, torch.Generator().manual_seed(0))
+    net = small_config(decoder).network(inputs.features.shape[1])
+    drawn = sample(net, net(inputs), 256, torch.Generator().manual_seed(0))
     assert drawn.actions.shape == (256, tiny.n_groups)
     assert set(drawn.actions.unique().tolist()) == set(range(n_devices))
     # every third group may go to one device only (as a group without GPU kernels may go to the CPU only)
@@ -58,11 +60,11 @@ def test_inputs_and_samples_respect_the_allowed_devices(tiny, cluster):
     only = torch.arange(0, tiny.n_groups, 3)
     restricted[only] = False
     restricted[only, only % n_devices] = True
-    logits = net(dataclasses.replace(inputs, allowed=restricted))
-    assert logits.shape == (tiny.n_groups, DEVICE_SLOTS)
-    drawn = sample(logits, 256, torch.Generator().manual_seed(0))
+    encoding = net(dataclasses.replace(inputs, allowed=restricted))
+    assert encoding.logits.shape == (tiny.n_groups, DEVICE_SLOTS)
+    drawn = sample(net, encoding, 256, torch.Generator().manual_seed(0))
     assert bool(restricted.gather(1, drawn.actions.T).all())
-    assert bool(restricted[torch.arange(tiny.n_groups), greedy(logits)].all())
+    assert bool(restricted[torch.arange(tiny.n_groups), greedy(net, encoding)[0]].all())
     assert torch.isfinite(drawn.log_prob).all() and drawn.log_prob.requires_grad
 
 
@@ -83,11 +85,12 @@ def test_rewards_rank_failures_below_every_placement_that_runs():
     assert not advantages(np.array([-2.0, -2.0])).any()
 
 
-def test_more_than_1000_groups():
+@pytest.mark.parametrize("decoder", DECODERS)
+def test_more_than_1000_groups(decoder):
     graph = pe.load_benchmark("synthetic-tiny", layers=12, width=14, max_groups=4000)
     assert graph.n_groups > 1000
     task = task_of(graph, "k80-4gpu")
-    trainer = Trainer(small_config().network(task.inputs.features.shape[1]), small_config())
+    trainer = Trainer(small_config(decoder).network(task.inputs.features.shape[1]), small_config(decoder))
     stats = trainer.update([task], samples=4)
     assert stats[0].success_rate > 0 and task.problem.evaluations == 4
     assert trainer.greedy(task).shape == (graph.n_groups,)
@@ -111,7 +114,7 @@ def test_checkpoint_round_trip_and_bad_files(tmp_path, tiny):
     loaded, loaded_config, meta = load_network(path)
     assert loaded_config == config and meta == {"suite": "tiny"}
     with torch.no_grad():
-        assert torch.allclose(loaded(task.inputs), net(task.inputs), atol=1e-6)
+        assert torch.allclose(loaded(task.inputs).logits, net(task.inputs).logits, atol=1e-6)
     with pytest.raises(FileNotFoundError, match="no checkpoint at .*missing.pt"):
         load_network(tmp_path / "missing.pt")
     (tmp_path / "corrupt.pt").write_bytes(b"not a checkpoint")
@@ -183,19 +186,21 @@ def test_unlimited_fine_tune_budget_is_bounded(tmp_path, monkeypatch, synth):
 
 
 @pytest.mark.parametrize("field, value", [("hidden", 0), ("samples", 0), ("lr", 0.0), ("entropy", -1.0),
-                                          ("graphs_per_update", 1.5), ("self_imitation", -0.5)])
+                                          ("graphs_per_update", 1.5), ("self_imitation", -0.5),
+                                          ("decoder", "beam")])
 def test_config_bad_values(field, value):
     with pytest.raises(ValueError, match=f"Config.{field}={value!r}"):
         Config(**{field: value})
 
 
-def test_imitation_reaches_the_target_placement(tiny):
+@pytest.mark.parametrize("decoder", DECODERS)
+def test_imitation_reaches_the_target_placement(tiny, decoder):
     from agents.gnn_placer.imitation import imitate
 
     task = task_of(tiny, "k80-4gpu")
     target = np.arange(tiny.n_groups) * 4 // tiny.n_groups + 1  # four contiguous chunks, one per GPU
-    trainer = Trainer(Config(hidden=32, layers=2, heads=2, lr=3e-3).network(task.inputs.features.shape[1]),
-                      Config(hidden=32, layers=2, heads=2, lr=3e-3))
+    config = Config(hidden=32, layers=2, heads=2, lr=3e-3, decoder=decoder)
+    trainer = Trainer(config.network(task.inputs.features.shape[1]), config)
     steps, accuracy = imitate(trainer, [task], [target], steps=300, accuracy=0.95)
     assert accuracy >= 0.95 and steps < 300
     assert (trainer.greedy(task) == target).mean() >= 0.95
@@ -291,8 +296,15 @@ def test_imitated_placements_are_relabelled_by_the_clusters_symmetries(tiny):
     # the warm start's targets: one labelling whichever die the heuristic chose
     assert (task.canonical(on_gpu[2]) == on_gpu[1]).all() and (task.canonical(on_gpu[1]) == on_gpu[1]).all()
     # self-imitation's target: the labelling the network already finds likeliest (here GPU 2)
-    log_probs = np.log(np.where(allowed, np.array([0.1, 0.2, 0.7]), 1e-300))
-    assert (task.likeliest_labelling(on_gpu[1], log_probs) == on_gpu[2]).all()
+    candidates = torch.from_numpy(task.relabellings(on_gpu[1]))
+    assert (candidates[0] == torch.from_numpy(on_gpu[1])).all()
+    net = small_config().network(task.inputs.features.shape[1])
+    encoding = net(task.inputs)
+    preferred = torch.log(torch.tensor([0.1, 0.2, 0.7] + [1.0] * (DEVICE_SLOTS - 3)))
+    encoding = dataclasses.replace(encoding, logits=encoding.logits.masked_fill(
+        torch.isfinite(encoding.logits), 0.0) + preferred)
+    target, log_probs = likeliest(net, encoding, candidates)
+    assert (target.numpy() == on_gpu[2]).all() and log_probs.shape == (tiny.n_groups, DEVICE_SLOTS)
 
 
 def test_groups_on_the_cpu_return_to_gpus_with_room(tiny, paper2):
@@ -313,3 +325,78 @@ def test_groups_on_the_cpu_return_to_gpus_with_room(tiny, paper2):
     assert pe.sequential_peak_bytes(tiny, small, placement, problem.costs.seconds)[1] <= need // 3
     with pytest.raises(ValueError, match="margin=0.9"):
         return_to_gpus(problem, on_cpu, log_probs, margin=0.9)
+
+
+def _sequential_net(task, seed: int = 0):
+    """A sequential-decoder network whose placement-aware head is not at its zero start."""
+    torch.manual_seed(seed)
+    net = small_config("sequential").network(task.inputs.features.shape[1])
+    with torch.no_grad():
+        net.placement_aware.out.weight.normal_(0.0, 3.0)
+        net.placement_aware.out.bias.fill_(0.5)
+        net.placement_aware.features.weight.mul_(5.0)
+    return net
+
+
+def test_sequential_features_count_only_the_groups_placed_before(tiny):
+    from agents.gnn_placer.decoder import placement_features
+
+    inputs = task_of(tiny, "k80-2gpu").inputs
+    n = tiny.n_groups
+    assert bool((inputs.earlier_src < inputs.earlier_dst).all())
+    assert bool((torch.diff(inputs.earlier_dst) >= 0).all())  # by later group, as the compiled loop reads them
+    actions = torch.from_numpy(np.arange(n) % 3)[None]
+    features = placement_features(inputs, actions, DEVICE_SLOTS)[0]
+    assert features.shape == (n, DEVICE_SLOTS, 5)
+    assert features[0, :, :4].abs().sum() == 0  # nothing placed before the first group
+    assert features[1:, :, 1].argmax(dim=1).tolist() == actions[0, :-1].tolist()  # the previous group's device
+    load = inputs.compute_load.double()
+    assert features[-1, 1, 2].item() == pytest.approx(load[:-1][actions[0, :-1] == 1].sum().item(), rel=1e-5)
+    assert features[:, :3, 4].tolist() == [[0.0, 1.0, 1.0]] * n  # the CPU, then two GPUs
+    # a group's exchanged bytes with earlier groups are shares of all it exchanges
+    assert float(features[:, :, 0].sum(dim=1).max()) <= 1.0 + 1e-5
+    changed = actions.clone()
+    changed[0, n // 2:] = 0  # the devices of later groups do not change an earlier group's features
+    assert torch.equal(placement_features(inputs, changed, DEVICE_SLOTS)[0, :n // 2 + 1], features[:n // 2 + 1])
+
+
+@pytest.mark.parametrize("cluster", ["k80-2gpu", "k80-4gpu"])
+def test_sequential_decoding_matches_its_teacher_forced_log_probs(tiny, cluster):
+    task = task_of(tiny, cluster)
+    net = _sequential_net(task)
+    with torch.no_grad():
+        encoding = net(task.inputs)
+        placement, log_probs = greedy(net, encoding)
+        # the compiled loop's greedy choice is the likeliest device under the batched features, group by group
+        assert torch.equal(log_probs.argmax(dim=1), placement)
+        independent = encoding.logits.argmax(dim=1)
+        assert not torch.equal(placement, independent)  # the head changes decisions
+        drawn = sample(net, encoding, 4000, torch.Generator().manual_seed(1))
+    # sampled placements follow the teacher-forced probabilities: the first group's device frequencies, and the
+    # second group's given the first group's device
+    first = torch.bincount(drawn.actions[:, 0], minlength=DEVICE_SLOTS).double() / 4000
+    lp = net.group_log_probs(encoding, drawn.actions).detach()
+    assert torch.allclose(first, lp[0, 0].exp().double(), atol=0.03)
+    for device in range(DEVICE_SLOTS):
+        rows = drawn.actions[:, 0] == device
+        if rows.sum() > 500:
+            second = torch.bincount(drawn.actions[rows, 1], minlength=DEVICE_SLOTS).double() / rows.sum()
+            assert torch.allclose(second, lp[rows][0, 1].exp().double(), atol=0.05)
+
+
+def test_an_untrained_sequential_head_decodes_as_the_encoder(tiny):
+    task = task_of(tiny, "k80-4gpu")
+    torch.manual_seed(0)
+    net = small_config("sequential").network(task.inputs.features.shape[1])
+    with torch.no_grad():
+        encoding = net(task.inputs)
+        assert torch.equal(greedy(net, encoding)[0], encoding.logits.argmax(dim=1))
+
+
+def test_sequential_checkpoint_round_trip(tmp_path, tiny):
+    task = task_of(tiny, "k80-2gpu")
+    net = _sequential_net(task)
+    save_checkpoint(tmp_path / "seq.pt", net, small_config("sequential"), {})
+    loaded, config, _ = load_network(tmp_path / "seq.pt")
+    assert config.decoder == "sequential"
+    assert (Trainer(loaded, config).greedy(task) == Trainer(net, config).greedy(task)).all()

@@ -12,6 +12,7 @@ import threading
 from agents.arguments import check_out_dir, non_negative_float, non_negative_int, positive_float, positive_int
 from agents.run_files import run_dir
 
+from .network import DECODERS
 from .trainer import Config
 
 
@@ -31,6 +32,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=positive_float, default=Config.lr, help="Adam's learning rate")
     p.add_argument("--imitation-steps", type=non_negative_int, default=500,
                    help="steps of the warm start that imitates each task's best heuristic; 0: none (default: %(default)s)")
+    p.add_argument("--decoder", choices=DECODERS, default=Config.decoder,
+                   help="independent: one device choice per group given the encoding; sequential: groups placed in "
+                        "topological order, each seeing where the ones before went (default: %(default)s)")
     p.add_argument("--entropy", type=non_negative_float, default=Config.entropy, help="entropy bonus")
     p.add_argument("--threads", type=positive_int, default=1, help="torch threads (default: %(default)s)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -54,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):  # stop after the update in hand, then write everything
         signal.signal(signum, lambda *_: stop.set())
     out_dir = args.out_dir or run_dir("gnn_placer", args.suite, f"seed{args.seed}")
-    config = Config(samples=args.samples, graphs_per_update=args.graphs, lr=args.lr, entropy=args.entropy)
+    config = Config(samples=args.samples, graphs_per_update=args.graphs, lr=args.lr, entropy=args.entropy,
+                    decoder=args.decoder)
     result = pretrain(out_dir, suite=args.suite, minutes=args.minutes, budget=args.budget, seed=args.seed,
                       config=config, imitation_steps=args.imitation_steps, progress=not args.no_progress,
                       stop=stop)

@@ -22,6 +22,18 @@ devices):
 
 Edges are :func:`placement_env.env.group_graph.group_edges`, weighted by ``EDGE_FLOOR`` + log10(1 + bytes) / 12
 so dependency-only edges still pass messages.
+
+What the sequential decoder (:mod:`.decoder`) adds up over the groups placed before each one (groups are
+numbered in topological order, the order it places them in):
+
+* ``earlier_src`` -> ``earlier_dst`` with ``earlier_share``: each pair of groups that exchange bytes (either
+  way), from the earlier group to the later one, with the bytes between them as a share of all the bytes the
+  later group exchanges with any group;
+* ``compute_load``: the group's share of the graph's GPU compute time times the number of GPUs (a device whose
+  groups sum to 1 holds an even share);
+* ``memory_load``: the group's bytes alive at the single-GPU sequential peak (above) against one GPU's memory
+  (the whole graph's sum is that peak against one GPU: a device past about 1 is full);
+* ``gpu_slots``: which device slots are GPUs.
 """
 from __future__ import annotations
 
@@ -42,13 +54,21 @@ EDGE_FLOOR = 0.1
 @dataclass(frozen=True)
 class GraphInput:
     """One graph on one cluster as tensors: ``features`` [n, F] float32, ``edge_src`` / ``edge_dst`` [E] int64,
-    ``edge_weight`` [E] float32, ``allowed`` [n, DEVICE_SLOTS] bool (False on slots the cluster lacks)."""
+    ``edge_weight`` [E] float32, ``allowed`` [n, DEVICE_SLOTS] bool (False on slots the cluster lacks); for the
+    sequential decoder ``earlier_src`` / ``earlier_dst`` [P] int64 (earlier_src < earlier_dst),
+    ``earlier_share`` [P], ``compute_load`` / ``memory_load`` [n] float32 and ``gpu_slots`` [DEVICE_SLOTS] bool."""
 
     features: torch.Tensor
     edge_src: torch.Tensor
     edge_dst: torch.Tensor
     edge_weight: torch.Tensor
     allowed: torch.Tensor
+    earlier_src: torch.Tensor
+    earlier_dst: torch.Tensor
+    earlier_share: torch.Tensor
+    compute_load: torch.Tensor
+    memory_load: torch.Tensor
+    gpu_slots: torch.Tensor
 
     @property
     def n_groups(self) -> int:
@@ -76,6 +96,20 @@ def _single_gpu_shares(problem: Problem, fields: dict) -> tuple[np.ndarray, np.n
     peak = sequential_memory(problem.graph, cluster, placement).at_peak_bytes[:, gpu].astype(np.float64)
     compute = np.asarray(fields["compute"], np.float64)[:problem.graph.n_groups, 1]
     return peak / max(peak.sum(), 1.0), compute / max(compute.sum(), 1e-12), peak
+
+
+def _earlier_pairs(n: int, src: np.ndarray, dst: np.ndarray, volume: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Pairs (earlier, later) of groups that exchange bytes either way, and those bytes as a share of all the
+    bytes the later group exchanges."""
+    src, dst, volume = np.asarray(src, np.int64), np.asarray(dst, np.int64), np.asarray(volume, np.float64)
+    exchanged = np.bincount(src, volume, n) + np.bincount(dst, volume, n)
+    keep = (src != dst) & (volume > 0)
+    early, late = np.minimum(src, dst)[keep], np.maximum(src, dst)[keep]
+    pair, index = np.unique(late * n + early, return_inverse=True)
+    bytes_between = np.bincount(index, volume[keep], pair.size)
+    later = pair // n
+    return pair % n, later, (bytes_between / exchanged[later]).astype(np.float32)
 
 
 def graph_input(problem: Problem) -> GraphInput:
@@ -106,7 +140,15 @@ def graph_input(problem: Problem) -> GraphInput:
     ], axis=1)
     src, dst, volume = group_edges(graph)
     weight = EDGE_FLOOR + np.minimum(np.log10(1.0 + volume) / BYTES_SCALE, 1.0)
+    earlier_src, earlier_dst, earlier_share = _earlier_pairs(n, src, dst, volume)
+    gpu_slots = np.zeros(DEVICE_SLOTS, bool)
+    gpu_slots[:n_devices] = [d.kind == "GPU" for d in cluster.devices]
     return GraphInput(features=torch.from_numpy(np.ascontiguousarray(features, np.float32)),
                       edge_src=torch.from_numpy(src), edge_dst=torch.from_numpy(dst),
                       edge_weight=torch.from_numpy(weight.astype(np.float32)),
-                      allowed=torch.from_numpy(allowed))
+                      allowed=torch.from_numpy(allowed),
+                      earlier_src=torch.from_numpy(earlier_src), earlier_dst=torch.from_numpy(earlier_dst),
+                      earlier_share=torch.from_numpy(earlier_share),
+                      compute_load=torch.from_numpy((compute_share * max(len(gpus), 1)).astype(np.float32)),
+                      memory_load=torch.from_numpy((peak / gpu_memory).astype(np.float32)),
+                      gpu_slots=torch.from_numpy(gpu_slots))

@@ -32,7 +32,7 @@ def zero_shot(trainer: Trainer, task: PlacementTask, margin: float) -> np.ndarra
     """The network's greedy placement of ``task``, fitted into memory with ``margin``, groups on the CPU back on
     GPUs with room (no evaluation)."""
     log_probs = trainer.log_probs(task)
-    fitted = fit_in_memory(task.problem, log_probs.argmax(axis=1), log_probs, margin=margin)
+    fitted = fit_in_memory(task.problem, trainer.greedy(task), log_probs, margin=margin)
     return return_to_gpus(task.problem, fitted, log_probs, margin=margin)
 
 

@@ -1,5 +1,6 @@
 """The supervised warm start of pre-training: the network first learns to output each train graph's best
-zero-budget heuristic placement (cross-entropy per group), so that REINFORCE starts from a decisive policy
+zero-budget heuristic placement (cross-entropy per group; with the sequential decoder, each group given the
+target's devices for the groups before it), so that REINFORCE starts from a decisive policy
 whose greedy placement already runs, and searches around it.
 
 Without it, REINFORCE from a uniform policy over 150-group graphs learns per-group distributions whose
@@ -21,8 +22,8 @@ from .trainer import Trainer
 def imitate(trainer: Trainer, tasks: Sequence[PlacementTask], targets: Sequence[np.ndarray], *, steps: int,
             accuracy: float = 0.98) -> tuple[int, float]:
     """Up to ``steps`` Adam steps on the summed cross-entropy of every task's logits with its target placement,
-    until the greedy placement matches the target on ``accuracy`` of every task's groups; returns (steps taken,
-    the lowest per-task accuracy)."""
+    until the greedy placement (decoded freely, not given the target's earlier devices) matches the target on
+    ``accuracy`` of every task's groups; returns (steps taken, the lowest per-task accuracy)."""
     if len(tasks) != len(targets):
         raise ValueError(f"{len(tasks)} tasks but {len(targets)} target placements")
     labels = [torch.tensor(np.asarray(t), dtype=torch.int64) for t in targets]
@@ -31,9 +32,10 @@ def imitate(trainer: Trainer, tasks: Sequence[PlacementTask], targets: Sequence[
         trainer.optimizer.zero_grad()
         matched = []
         for task, label in zip(tasks, labels):
-            logits = trainer.net(task.inputs)
-            (functional.cross_entropy(logits, label) / len(tasks)).backward()
-            matched.append(float((logits.detach().argmax(dim=1) == label).float().mean()))
+            encoding = trainer.net(task.inputs)
+            log_probs = trainer.net.group_log_probs(encoding, label[None])[0]
+            (functional.nll_loss(log_probs, label) / len(tasks)).backward()
+            matched.append(float((trainer.net.draw(encoding, 1, greedy=True)[0] == label).float().mean()))
         torch.nn.utils.clip_grad_norm_(trainer.net.parameters(), trainer.config.grad_clip)
         trainer.optimizer.step()
         worst = min(matched)

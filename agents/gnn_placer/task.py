@@ -26,12 +26,9 @@ class PlacementTask:
         """``placement`` in its canonical labelling (the same for every relabelling of it by a symmetry)."""
         return canonical_placement(placement, self.symmetries)
 
-    def likeliest_labelling(self, placement: np.ndarray, log_probs: np.ndarray) -> np.ndarray:
-        """``placement`` relabelled by the symmetry under which ``log_probs`` [n, n_devices] (the network's)
-        makes it likeliest."""
-        relabelled = self.symmetries[:, np.asarray(placement, np.int64)]  # [k, n]
-        score = np.take_along_axis(np.asarray(log_probs)[None], relabelled[..., None], axis=2)[..., 0].sum(axis=1)
-        return relabelled[int(np.argmax(score))]
+    def relabellings(self, placement: np.ndarray) -> np.ndarray:
+        """[k, n]: ``placement`` relabelled by each of the cluster's symmetries (the first is itself)."""
+        return self.symmetries[:, np.asarray(placement, np.int64)]
 
 
 def make_task(problem: Problem, name: str = "") -> PlacementTask:

@@ -21,10 +21,9 @@ from typing import Any, Sequence
 
 import numpy as np
 import torch
-from torch.nn import functional
 
-from .network import GnnPlacerNet
-from .policy import greedy, group_log_probs, sample
+from .network import DECODERS, GnnPlacerNet
+from .policy import greedy, likeliest, sample
 from .rewards import advantages, rewards
 from .task import PlacementTask
 
@@ -42,6 +41,7 @@ class Config:
     entropy: float = 0.01
     self_imitation: float = 1.0
     grad_clip: float = 1.0
+    decoder: str = "independent"  # see network.DECODERS
 
     def __post_init__(self) -> None:
         for name in ("hidden", "heads", "samples", "graphs_per_update"):
@@ -54,9 +54,12 @@ class Config:
         for name in ("entropy", "self_imitation"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"Config.{name}={getattr(self, name)!r}; expected a number >= 0")
+        if self.decoder not in DECODERS:
+            raise ValueError(f"Config.decoder={self.decoder!r}; expected one of {', '.join(DECODERS)}")
 
     def network(self, feature_dim: int) -> GnnPlacerNet:
-        return GnnPlacerNet(feature_dim, hidden=self.hidden, layers=self.layers, heads=self.heads)
+        return GnnPlacerNet(feature_dim, hidden=self.hidden, layers=self.layers, heads=self.heads,
+                            decoder=self.decoder)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -88,17 +91,18 @@ class Trainer:
         self.optimizer.zero_grad()
         stats = []
         for task in tasks:
-            logits = self.net(task.inputs)
-            drawn = sample(logits, k, self.generator)
+            encoding = self.net(task.inputs)
+            drawn = sample(self.net, encoding, k, self.generator)
             best = task.problem.best
             measured = task.problem.evaluate_batch(drawn.actions.numpy())
             reward = rewards(measured, task.lower_bound, task.capacity)
             advantage = torch.from_numpy(advantages(reward)).float()
             loss = -(advantage * drawn.log_prob).mean() / task.inputs.n_groups - self.config.entropy * drawn.entropy
             if best is not None and self.config.self_imitation > 0:
-                aligned = task.likeliest_labelling(best.placement, logits.detach()[:, :task.capacity.size].numpy())
-                target = torch.tensor(aligned, dtype=torch.int64)
-                loss = loss + self.config.self_imitation * functional.cross_entropy(logits, target)
+                candidates = torch.from_numpy(task.relabellings(best.placement))
+                target, log_probs = likeliest(self.net, encoding, candidates)
+                imitation = -log_probs.gather(1, target[:, None]).mean()
+                loss = loss + self.config.self_imitation * imitation
             (loss / len(tasks)).backward()
             ran = [m.runtime_s for m in measured if m.ok]
             stats.append(GraphStats(task.name, float(reward.mean()), len(ran) / k, min(ran, default=float("inf")),
@@ -110,9 +114,10 @@ class Trainer:
     def greedy(self, task: PlacementTask) -> np.ndarray:
         """The most likely placement of ``task``'s graph (no evaluation)."""
         with torch.no_grad():
-            return greedy(self.net(task.inputs)).numpy()
+            return greedy(self.net, self.net(task.inputs))[0].numpy()
 
     def log_probs(self, task: PlacementTask) -> np.ndarray:
-        """[n_groups, n_devices]: each group's device log-probabilities on ``task``'s cluster (-inf where masked)."""
+        """[n_groups, n_devices]: each group's device log-probabilities on ``task``'s cluster (-inf where masked),
+        along the greedy placement when decoding is sequential."""
         with torch.no_grad():
-            return group_log_probs(self.net(task.inputs))[:, :task.problem.cluster.n_devices].numpy()
+            return greedy(self.net, self.net(task.inputs))[1][:, :task.problem.cluster.n_devices].numpy()
