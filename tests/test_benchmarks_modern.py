@@ -1,4 +1,5 @@
-"""The modern benchmark builders (Transformer, GPT-2, BERT, ResNet-50) and VGG-16, on their TINY variants:
+"""The modern benchmark builders (Transformer, GPT-2, BERT, ResNet-50) and VGG-16 (with and without batch norm), on
+their TINY variants:
 static flat graphs, the published architectures' wiring, block scopes, determinism, a real step."""
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ import pytest
 import tensorflow as tf
 
 import placement_env as pe
-from placement_env.benchmarks import EXTRA_MODELS, MODERN_MODELS, bert, common, gpt2, resnet50, transformer, vgg16
+from placement_env.benchmarks import (EXTRA_MODELS, MODERN_MODELS, bert, common, gpt2, resnet50, transformer, vgg16,
+                                      vgg16_bn)
 from placement_env.benchmarks.sizes import RESNET50_STAGES, VGG16_STAGES
 
 CONTROL_FLOW = {"While", "StatelessWhile", "Switch", "Merge", "Enter", "Exit", "NextIteration",
                 "LoopCond", "PartitionedCall", "StatefulPartitionedCall", "If", "StatelessIf"}
-MODULES = {"transformer": transformer, "gpt2": gpt2, "bert": bert, "resnet50": resnet50, "vgg16": vgg16}
+MODULES = {"transformer": transformer, "gpt2": gpt2, "bert": bert, "resnet50": resnet50, "vgg16": vgg16,
+           "vgg16_bn": vgg16_bn}
 MODELS = (*MODERN_MODELS, *EXTRA_MODELS)
 # Ops outside every block: the optimiser, the gradients' own bookkeeping, the initialiser.
 OUTSIDE_BLOCKS = ("gradients", "train_step", "init")
@@ -171,6 +174,10 @@ def test_tiny_shapes():
     forward = [op.type for op in graph.get_operations() if not op.name.startswith("gradients/")]
     assert forward.count("Conv2D") == sum(convs for convs, _ in VGG16_STAGES) == 13
     assert forward.count("MatMul") == 3 and "FusedBatchNorm" not in forward
+    with_bn = [op.type for op in tiny("vgg16_bn").graph.get_operations() if not op.name.startswith("gradients/")]
+    assert with_bn.count("Conv2D") == 13 and with_bn.count("MatMul") == 3
+    assert with_bn.count("FusedBatchNormV3") + with_bn.count("FusedBatchNorm") == 13
+    assert with_bn.count("BiasAdd") == 3  # the fully connected layers' only: batch norm's offset replaces a conv's
 
 
 def test_vgg16_has_the_published_parameter_count():
@@ -190,6 +197,12 @@ def test_vgg16_has_the_published_parameter_count():
 
     assert expected(vgg16.PAPER) == 138_357_544
     assert sum(int(np.prod(shape)) for shape in _trainable(tiny("vgg16")).values()) == expected(vgg16.TINY)
+    # with batch norm: each convolution's bias replaced by an offset, plus a scale, per channel
+    scales = lambda p: sum(convs * max(int(out * p["depth_multiplier"]), p["min_depth"])  # noqa: E731
+                           for convs, out in VGG16_STAGES)
+    assert expected(vgg16_bn.PAPER) + scales(vgg16_bn.PAPER) == 138_361_768
+    assert (sum(int(np.prod(shape)) for shape in _trainable(tiny("vgg16_bn")).values())
+            == expected(vgg16_bn.TINY) + scales(vgg16_bn.TINY))
 
 
 def test_gpt2_attention_is_causal():
@@ -216,7 +229,7 @@ def test_bad_parameters_name_the_parameter(name):
         mod.build(bogus_key=3)
     with pytest.raises(ValueError, match="batch=0"):
         mod.build(**{**mod.TINY, "batch": 0})
-    if name in ("resnet50", "vgg16"):
+    if name in ("resnet50", "vgg16", "vgg16_bn"):
         with pytest.raises(ValueError, match="image_size=16"):
             mod.build(**{**mod.TINY, "image_size": 16})
         return

@@ -41,6 +41,9 @@ def test_suites_split_families_on_the_k80_machines():
     with_vgg = load_suite("generalisation-train-vgg")
     assert with_vgg[:len(train)] == train
     assert {t.benchmark for t in with_vgg[len(train):]} == {"vgg16", "vgg16-batch352"}
+    with_bn = load_suite("generalisation-train-vgg-bn")
+    assert with_bn[:len(train)] == train
+    assert {t.benchmark for t in with_bn[len(train):]} == {"vgg16_bn-batch128", "vgg16_bn-batch176"}
 
 
 @pytest.mark.parametrize("decoder", DECODERS)

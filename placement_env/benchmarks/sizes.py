@@ -136,6 +136,7 @@ PARAMS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "bert": (BERT_PAPER, BERT_TINY),
     "resnet50": (RESNET50_PAPER, RESNET50_TINY),
     "vgg16": (VGG16_PAPER, VGG16_TINY),
+    "vgg16_bn": (VGG16_PAPER, VGG16_TINY),
     "synthetic": (SYNTHETIC_PAPER, SYNTHETIC_TINY),
 }
 
@@ -192,3 +193,4 @@ BLOCKS: dict[str, Callable[[dict[str, Any]], tuple[str, ...]]] = {
                            "logits", "loss"),
     "vgg16": lambda p: ("inputs", *(f"conv{s + 1}" for s in range(len(VGG16_STAGES))), "fc6", "fc7", "fc8", "loss"),
 }
+BLOCKS["vgg16_bn"] = BLOCKS["vgg16"]

@@ -9,7 +9,9 @@ Structure, in forward order (``BLOCKS``, the name scopes of the blocks):
   256, 512 and 512 channels, then a 2x2/2 max pool (224 -> 7 pixels after the fifth).
 - ``fc6`` (which first flattens the 7x7x512 features), ``fc7``: fully connected to 4096 with bias, ReLU and dropout 0.5 (training); ``fc8``: to
   ``num_classes`` with bias.
-- No batch norm (the paper's network has none), no weight decay term.
+- No batch norm (the paper's network has none), no weight decay term; ``vgg16_bn``
+  (:mod:`placement_env.benchmarks.vgg16_bn`) puts batch norm in training mode between each convolution and
+  its ReLU instead of the bias.
 - ``inputs``: images ``tf.random.uniform([batch, size, size, 3])`` and labels
   ``tf.random.uniform([batch], 0, num_classes, int32)``; ``loss``: sparse softmax cross-entropy, mean
   over the batch. Optimiser: ``common.momentum_train_op`` (momentum SGD, as the paper).
@@ -28,7 +30,7 @@ from .cnn import ConvBuilder, check_image_params, max_pool, random_images
 from .sizes import BLOCKS as LAYOUTS, VGG16_STAGES as STAGES
 from .sizes import VGG16_PAPER as PAPER, VGG16_TINY as TINY  # noqa: F401 (the module's sizes)
 
-__all__ = ["PAPER", "TINY", "STAGES", "BLOCKS", "MIN_IMAGE_SIZE", "build"]
+__all__ = ["PAPER", "TINY", "STAGES", "BLOCKS", "MIN_IMAGE_SIZE", "build", "build_vgg"]
 
 BLOCKS = LAYOUTS["vgg16"](PAPER)  # the same for every size
 
@@ -47,12 +49,23 @@ def _dense(x: tf.Tensor, units: int, scope: str) -> tf.Tensor:
         return tf.nn.bias_add(tf.matmul(x, w), b)
 
 
+_BN_EPSILON = 1e-5  # torchvision's vgg16_bn (BatchNorm2d defaults)
+_BN_DECAY = 0.9  # torchvision's momentum 0.1 for the moving averages
+
+
 def build(**params) -> common.TrainingStep:
     """One VGG-16 training step on random images and labels; keyword parameters default to :data:`PAPER`."""
-    p = common.check_params("vgg16", PAPER, params)
-    check_image_params("vgg16", p, MIN_IMAGE_SIZE)
+    return build_vgg("vgg16", False, params)
+
+
+def build_vgg(name: str, batch_norm: bool, params: dict) -> common.TrainingStep:
+    """One training step of VGG-16 (``name`` in errors), with batch norm after every convolution if
+    ``batch_norm``; ``params`` default to :data:`PAPER`."""
+    p = common.check_params(name, PAPER, params)
+    check_image_params(name, p, MIN_IMAGE_SIZE)
     p["depth_multiplier"] = float(p["depth_multiplier"])
-    b = ConvBuilder(p["depth_multiplier"], p["min_depth"], learn_gamma=True, epsilon=0.0, decay=0.0)  # no batch norm
+    b = ConvBuilder(p["depth_multiplier"], p["min_depth"], learn_gamma=True,
+                    epsilon=_BN_EPSILON if batch_norm else 0.0, decay=_BN_DECAY if batch_norm else 0.0)
     batch, size = p["batch"], p["image_size"]
     graph = tf.Graph()
     with graph.as_default():
@@ -63,7 +76,8 @@ def build(**params) -> common.TrainingStep:
         for s, (convs, channels) in enumerate(STAGES, start=1):
             with tf.compat.v1.variable_scope(f"conv{s}"):
                 for k in range(1, convs + 1):
-                    x = tf.nn.relu(b.conv(x, b.depth(channels), 3, f"conv{s}_{k}", bn=False), name=f"relu{s}_{k}")
+                    x = tf.nn.relu(b.conv(x, b.depth(channels), 3, f"conv{s}_{k}", bn=batch_norm, relu=False),
+                                   name=f"relu{s}_{k}")
                 x = max_pool(x, 2, 2, "VALID", "pool")
 
         for scope in ("fc6", "fc7"):
@@ -80,4 +94,6 @@ def build(**params) -> common.TrainingStep:
             loss = tf.reduce_mean(xent, name="mean_xent")
 
         train_op = common.momentum_train_op(loss)
+        if b.updates:
+            train_op = tf.group(train_op, *b.updates, name="train_step_with_bn_updates")
     return common.finish(graph, train_op, p)

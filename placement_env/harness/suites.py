@@ -52,6 +52,10 @@ GENERALISATION_TEST = (("ResNet-50", "resnet50"), ("Transformer", "transformer")
 # An experiment on the train split (docs/findings.md): the same tasks plus a CNN without branches,
 # VGG-16, at its own batch of 256 and at 352 (single-GPU peak over two dies 0.73 and about 1.0).
 GENERALISATION_TRAIN_VGG = (*GENERALISATION_TRAIN, ("VGG-16", "vgg16"), ("VGG-16, batch 352", "vgg16-batch352"))
+# Another: VGG-16 with batch norm, whose groups hold the same kinds of ops as ResNet-50's and Inception-V3's, at
+# batch 128 and 176 (single-GPU peak over two dies 0.73 and about 1.0).
+GENERALISATION_TRAIN_VGG_BN = (*GENERALISATION_TRAIN, ("VGG-16-BN, batch 128", "vgg16_bn-batch128"),
+                               ("VGG-16-BN, batch 176", "vgg16_bn-batch176"))
 
 
 def _on_k80(models: tuple[tuple[str, str], ...]) -> tuple[Task, ...]:
@@ -67,6 +71,7 @@ SUITES = {
     "generalisation-train": lambda: _on_k80(GENERALISATION_TRAIN),  # what a generalising placer learns from
     "generalisation-test": lambda: _on_k80(GENERALISATION_TEST),  # held-out families, placed after training
     "generalisation-train-vgg": lambda: _on_k80(GENERALISATION_TRAIN_VGG),  # the train split + VGG-16 (an experiment)
+    "generalisation-train-vgg-bn": lambda: _on_k80(GENERALISATION_TRAIN_VGG_BN),  # ... + VGG-16-BN (another)
 }
 
 
