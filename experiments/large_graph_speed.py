@@ -7,8 +7,9 @@ times, per placement, a batch of 64 random placements (each group on a device th
 thread and on ``--threads`` threads (``SimulationPlan.run_batch(..., threads=N)``), alternated over
 ``--rounds`` rounds, best and median of 5 batches each; then, on one thread, placements that split the groups
 in index order as layer-wise splits do: all on GPU 0, and 2 or 4 contiguous blocks over the GPUs. Last, the
-GNN placer's network (the committed checkpoint, one torch thread) on the same graph and each cluster: best of 5
-of its forward pass, and of forward, 16 samples and backward (an update's work without the simulator).
+GNN placer's network (the committed checkpoint, and a network of its shape with the sequential decoder; one
+torch thread) on the same graph and each cluster: best of 5 of its forward pass, and of forward, 16 samples and
+backward (an update's work without the simulator).
 """
 from __future__ import annotations
 
@@ -29,14 +30,14 @@ def _per_placement(plan, placements: np.ndarray, threads: int, repeats: int = 5)
     return times
 
 
-def _policy_times(problem, repeats: int = 5) -> tuple[float, float]:
-    """Best seconds of the GNN placer's forward pass on ``problem``, and of forward + 16 samples + backward."""
+def _policy_times(problem, net, repeats: int = 5) -> tuple[float, float]:
+    """Best seconds of the GNN placer network ``net``'s forward pass on ``problem``, and of forward + 16 samples +
+    backward."""
     import torch
 
-    from agents.gnn_placer import load_network, make_task
+    from agents.gnn_placer import make_task
     from agents.gnn_placer.policy import sample
 
-    net, _, _ = load_network(None)
     inputs = make_task(problem).inputs
     forward, update = [], []
     for _ in range(repeats):
@@ -101,13 +102,21 @@ def main(argv: list[str] | None = None) -> int:
         for split, placement in _in_order_splits(allowed, gpus).items():
             times = _per_placement(plan, np.repeat(placement[None], 16, axis=0), 1)
             print(f"{name}, {split}: best {min(times) * 1e3:.2f} ms per placement (one thread)")
+    import dataclasses
+
     import torch
 
+    from agents.gnn_placer import load_network
+
     torch.set_num_threads(1)
+    committed, config, _ = load_network(None)
+    sequential = dataclasses.replace(config, decoder="sequential").network(committed.feature_dim)
     for name in args.clusters:
-        forward, update = _policy_times(pe.Problem.make(graph, pe.load_cluster(name)))
-        print(f"{name}, GNN placer (one torch thread): forward {forward * 1e3:.1f} ms, forward + 16 samples + "
-              f"backward {update * 1e3:.1f} ms")
+        problem = pe.Problem.make(graph, pe.load_cluster(name))
+        for label, net in (("committed", committed), ("sequential decoder, same shape", sequential)):
+            forward, update = _policy_times(problem, net)
+            print(f"{name}, GNN placer, {label} (one torch thread): forward {forward * 1e3:.1f} ms, forward + 16 "
+                  f"samples + backward {update * 1e3:.1f} ms")
     return 0
 
 
