@@ -5,7 +5,8 @@ graph it has never seen, zero-shot or fine-tuned.
 Ideas taken (no code) from two successors of the seed paper: Placeto (Addanki et al., NeurIPS 2019) embeds
 the graph with message passing along its edges, in both directions, so that a policy trained on some graphs
 transfers to others; GDP (Zhou et al., "GDP: Generalized Device Placement for Dataflow Graphs", 2019)
-adds attention over all nodes after GraphSAGE-style aggregation, decodes every node's device in one shot,
+adds attention over all nodes after GraphSAGE-style aggregation, decodes every node's device in one shot (the
+default here; ``--decoder sequential`` places one group after another, as Placeto does),
 and reports that a policy pre-trained on a set of graphs places held-out ones zero-shot and fine-tunes in
 far fewer steps than training from scratch. What is ours: the group graph and features of ``placement_env``,
 memory against one GPU's capacity as an input, device *slots* (device k of the cluster is output k, so one
@@ -14,8 +15,10 @@ network serves 2 and 4 GPUs through the ``allowed`` mask), and the reward scaled
 The modules, in the order they build on each other:
 
 * ``graph_input``: :class:`GraphInput`, the tensors the network reads about one graph on one cluster;
-* ``network``: :class:`GnnPlacerNet`, message passing, self-attention and the masked device logits;
-* ``policy``: sampling, scoring and greedy decoding of placements from the logits;
+* ``decoder``: the sequential decoder's placement-aware head, its features and its compiled sampling loop;
+* ``network``: :class:`GnnPlacerNet`, message passing, self-attention, the masked device logits, and drawing
+  and scoring placements with either decoder;
+* ``policy``: sampling, scoring, greedy decoding and the likeliest of several labellings of a placement;
 * ``rewards``: rewards on one scale for every graph, and per-graph advantages;
 * ``task``: :class:`PlacementTask`, a counted Problem with its input and reward scale;
 * ``trainer``: :class:`Config` and :class:`Trainer`, REINFORCE over several graphs per update;
