@@ -32,6 +32,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=positive_float, default=Config.lr, help="Adam's learning rate")
     p.add_argument("--imitation-steps", type=non_negative_int, default=500,
                    help="steps of the warm start that imitates each task's best heuristic; 0: none (default: %(default)s)")
+    p.add_argument("--layers", type=non_negative_int, default=Config.layers,
+                   help="rounds of message passing over the group graph (default: %(default)s)")
     p.add_argument("--decoder", choices=DECODERS, default=Config.decoder,
                    help="independent: one device choice per group given the encoding; sequential: groups placed in "
                         "topological order, each seeing where the ones before went (default: %(default)s)")
@@ -59,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signum, lambda *_: stop.set())
     out_dir = args.out_dir or run_dir("gnn_placer", args.suite, f"seed{args.seed}")
     config = Config(samples=args.samples, graphs_per_update=args.graphs, lr=args.lr, entropy=args.entropy,
-                    decoder=args.decoder)
+                    layers=args.layers, decoder=args.decoder)
     result = pretrain(out_dir, suite=args.suite, minutes=args.minutes, budget=args.budget, seed=args.seed,
                       config=config, imitation_steps=args.imitation_steps, progress=not args.no_progress,
                       stop=stop)
