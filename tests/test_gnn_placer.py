@@ -138,7 +138,8 @@ def test_the_committed_checkpoint_is_small_and_places_an_unseen_graph(synth):
 
 @pytest.mark.parametrize("argv, message", [
     (["--minutes", "0"], "--minutes"), (["--minutes", "nan"], "--minutes"), (["--budget", "-5"], "--budget"),
-    (["--seed", "-1"], "--seed"), (["--suite", "nope"], "unknown suite 'nope'"), (["--samples", "0"], "--samples"), (["--layers", "-1"], "--layers"),
+    (["--seed", "-1"], "--seed"), (["--suite", "nope"], "unknown suite 'nope'"), (["--samples", "0"], "--samples"),
+    (["--layers", "-1"], "--layers"),
 ])
 def test_cli_bad_values(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
