@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         for task in load_suite(f"generalisation-{split}"):
             graph, cluster = pe.load_benchmark(task.benchmark), pe.load_cluster(task.cluster)
             problem = pe.Problem.make(graph, cluster, seed=args.seed)
-            greedy = trainer.log_probs(make_task(problem)).argmax(axis=1)
+            greedy = trainer.greedy(make_task(problem))
             placements = placements_to_check(problem, greedy, rng)
             ratios = peak_ratios(problem, placements)
             row_worst = max(float(r.max(initial=0.0)) for r in ratios)

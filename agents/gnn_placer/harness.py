@@ -31,8 +31,8 @@ DEFAULT_FINE_TUNE_BUDGET = 1000  # when the problem's budget is unlimited
 def zero_shot(trainer: Trainer, task: PlacementTask, margin: float) -> np.ndarray:
     """The network's greedy placement of ``task``, fitted into memory with ``margin``, groups on the CPU back on
     GPUs with room (no evaluation)."""
-    log_probs = trainer.log_probs(task)
-    fitted = fit_in_memory(task.problem, trainer.greedy(task), log_probs, margin=margin)
+    placement, log_probs = trainer.greedy_with_log_probs(task)
+    fitted = fit_in_memory(task.problem, placement, log_probs, margin=margin)
     return return_to_gpus(task.problem, fitted, log_probs, margin=margin)
 
 

@@ -118,10 +118,10 @@ class GnnPlacerNet(nn.Module):
     def group_log_probs(self, encoding: Encoding, actions: torch.Tensor) -> torch.Tensor:
         """[K, n, DEVICE_SLOTS]: each group's device log-probabilities (-inf where masked) when ``actions``
         [K, n] placed the groups before it (the same for every K when decoding is independent)."""
+        if not bool(torch.isfinite(encoding.logits).any(dim=1).all()):
+            raise ValueError("some group has no allowed device")
         logits = encoding.logits[None].expand(actions.shape[0], -1, -1)
         if self.placement_aware is not None:
             features = placement_features(encoding.inputs, actions, DEVICE_SLOTS)
             logits = logits + self.placement_aware(encoding.context, features)
-        if not bool(torch.isfinite(encoding.logits).any(dim=1).all()):
-            raise ValueError("some group has no allowed device")
         return torch.log_softmax(logits, dim=2)

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 import torch
+from torch.nn import functional
 
 from .network import DECODERS, GnnPlacerNet
 from .policy import greedy, likeliest, sample
@@ -101,8 +102,7 @@ class Trainer:
             if best is not None and self.config.self_imitation > 0:
                 candidates = torch.from_numpy(task.relabellings(best.placement))
                 target, log_probs = likeliest(self.net, encoding, candidates)
-                imitation = -log_probs.gather(1, target[:, None]).mean()
-                loss = loss + self.config.self_imitation * imitation
+                loss = loss + self.config.self_imitation * functional.nll_loss(log_probs, target)
             (loss / len(tasks)).backward()
             ran = [m.runtime_s for m in measured if m.ok]
             stats.append(GraphStats(task.name, float(reward.mean()), len(ran) / k, min(ran, default=float("inf")),
@@ -114,10 +114,11 @@ class Trainer:
     def greedy(self, task: PlacementTask) -> np.ndarray:
         """The most likely placement of ``task``'s graph (no evaluation)."""
         with torch.no_grad():
-            return greedy(self.net, self.net(task.inputs))[0].numpy()
+            return self.net.draw(self.net(task.inputs), 1, greedy=True)[0].numpy()
 
-    def log_probs(self, task: PlacementTask) -> np.ndarray:
-        """[n_groups, n_devices]: each group's device log-probabilities on ``task``'s cluster (-inf where masked),
-        along the greedy placement when decoding is sequential."""
+    def greedy_with_log_probs(self, task: PlacementTask) -> tuple[np.ndarray, np.ndarray]:
+        """The most likely placement of ``task``'s graph, and [n_groups, n_devices] each group's device
+        log-probabilities on its cluster along it (-inf where masked); one pass, no evaluation."""
         with torch.no_grad():
-            return greedy(self.net, self.net(task.inputs))[1][:, :task.problem.cluster.n_devices].numpy()
+            placement, log_probs = greedy(self.net, self.net(task.inputs))
+        return placement.numpy(), log_probs[:, :task.problem.cluster.n_devices].numpy()
