@@ -33,8 +33,6 @@ def score(log_probs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
 
 def sample(net: GnnPlacerNet, encoding: Encoding, k: int, generator: torch.Generator | None = None) -> Samples:
     """``k`` placements drawn from the policy, with their log-probabilities and entropy."""
-    if k < 1:
-        raise ValueError(f"k={k!r}; expected at least one sample")
     actions = net.draw(encoding, k, generator)
     log_probs = net.group_log_probs(encoding, actions)
     return Samples(actions, score(log_probs, actions), mean_entropy(log_probs))
