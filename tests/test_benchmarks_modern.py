@@ -1,5 +1,5 @@
-"""The modern benchmark builders (Transformer, GPT-2, BERT, ResNet-50) and VGG-16 (with and without batch norm), on
-their TINY variants:
+"""The modern benchmark builders (Transformer, GPT-2, BERT, ResNet-50), VGG-16 (with and without batch norm) and
+MobileNetV2, on their TINY variants:
 static flat graphs, the published architectures' wiring, block scopes, determinism, a real step."""
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import pytest
 import tensorflow as tf
 
 import placement_env as pe
-from placement_env.benchmarks import (EXTRA_MODELS, MODERN_MODELS, bert, common, gpt2, resnet50, transformer, vgg16,
-                                      vgg16_bn)
-from placement_env.benchmarks.sizes import RESNET50_STAGES, VGG16_STAGES
+from placement_env.benchmarks import (EXTRA_MODELS, MODERN_MODELS, bert, common, gpt2, mobilenet_v2, resnet50,
+                                      transformer, vgg16, vgg16_bn)
+from placement_env.benchmarks.sizes import MOBILENET_V2_STAGES, RESNET50_STAGES, VGG16_STAGES
 
 CONTROL_FLOW = {"While", "StatelessWhile", "Switch", "Merge", "Enter", "Exit", "NextIteration",
                 "LoopCond", "PartitionedCall", "StatefulPartitionedCall", "If", "StatelessIf"}
 MODULES = {"transformer": transformer, "gpt2": gpt2, "bert": bert, "resnet50": resnet50, "vgg16": vgg16,
-           "vgg16_bn": vgg16_bn}
+           "vgg16_bn": vgg16_bn, "mobilenet_v2": mobilenet_v2}
 MODELS = (*MODERN_MODELS, *EXTRA_MODELS)
 # Ops outside every block: the optimiser, the gradients' own bookkeeping, the initialiser.
 OUTSIDE_BLOCKS = ("gradients", "train_step", "init")
@@ -82,6 +82,8 @@ def test_blocks_follow_the_layer_count():
     assert len(resnet50.BLOCKS) == 3 + 16 + 2
     assert pe.benchmark_blocks("vgg16") == vgg16.BLOCKS == ("inputs", "conv1", "conv2", "conv3", "conv4", "conv5",
                                                             "fc6", "fc7", "fc8", "loss")
+    assert pe.benchmark_blocks("mobilenet_v2-tiny") == mobilenet_v2.BLOCKS
+    assert len(mobilenet_v2.BLOCKS) == 2 + 17 + 3 and mobilenet_v2.BLOCKS[-4:-2] == ("block7/unit_1", "conv_last")
     with pytest.raises(TypeError, match="'layer'"):
         pe.benchmark_blocks("gpt2", layer=3)
 
@@ -205,6 +207,52 @@ def test_vgg16_has_the_published_parameter_count():
             == expected(vgg16_bn.TINY) + scales(vgg16_bn.TINY))
 
 
+def test_mobilenet_v2_is_the_published_architecture():
+    """Table 2 of Sandler et al.: 17 inverted residual units, 10 of them with an identity shortcut, the first without
+    an expansion; 3,504,872 trainable weights at 224x224 and 1000 classes (Keras' count; closed form here, TINY's
+    trainable variables checked against it)."""
+    def expected(p: dict) -> int:
+        width = lambda d: max(int(d * p["depth_multiplier"]), p["min_depth"])  # noqa: E731
+        channels = width(32)
+        count = 9 * 3 * channels + 2 * channels  # conv1 and its batch norm's scale and offset
+        for expansion, out, units, _ in MOBILENET_V2_STAGES:
+            for _ in range(units):
+                hidden = expansion * channels
+                count += (channels * hidden + 2 * hidden if expansion != 1 else 0) + 9 * hidden + 2 * hidden
+                count += hidden * width(out) + 2 * width(out)
+                channels = width(out)
+        last = width(1280)
+        return count + channels * last + 2 * last + last * p["num_classes"] + p["num_classes"]
+
+    assert expected(mobilenet_v2.PAPER) == 3_504_872
+    assert sum(int(np.prod(shape)) for shape in _trainable(tiny("mobilenet_v2")).values()) == \
+        expected(mobilenet_v2.TINY)
+    m = mobilenet_v2.TINY
+    graph = tiny("mobilenet_v2").graph
+    forward = [op for op in graph.get_operations() if not op.name.startswith("gradients/")]
+    types = [op.type for op in forward]
+    units = sum(n for _, _, n, _ in MOBILENET_V2_STAGES)
+    assert types.count("DepthwiseConv2dNative") == units == 17
+    assert types.count("Conv2D") == 1 + 2 * units - 1 + 1 + 1  # conv1, expand (not in unit 1) and project, last, logits
+    assert types.count("Relu6") == 1 + 2 * units - 1 + 1 and "Relu" not in types
+    def shortcuts(p: dict) -> list[str]:  # units that keep the shape: stride 1 and as many channels out as in
+        width = lambda d: max(int(d * p["depth_multiplier"]), p["min_depth"])  # noqa: E731
+        names, channels = [], width(32)
+        for s, (_, out, units, stride) in enumerate(MOBILENET_V2_STAGES, start=1):
+            for u in range(units):
+                if (u > 0 or stride == 1) and width(out) == channels:
+                    names.append(f"block{s}/unit_{u + 1}/add")
+                channels = width(out)
+        return names
+
+    assert len(shortcuts(mobilenet_v2.PAPER)) == 10 and "block1/unit_1/add" not in shortcuts(mobilenet_v2.PAPER)
+    assert [op.name for op in forward if op.type in ("AddV2", "Add") and op.name.endswith("/add")] == \
+        shortcuts(mobilenet_v2.TINY)  # at TINY's width, block1/unit_1 keeps 8 channels, so it has one too
+    assert graph.get_tensor_by_name("logits/squeeze:0").shape.as_list() == [m["batch"], m["num_classes"]]
+    assert graph.get_tensor_by_name("conv_last/relu6:0").shape.as_list() == [m["batch"], 2, 2, 160]
+    assert mobilenet_v2.PAPER["batch"] == 96 and mobilenet_v2.PAPER["image_size"] == 224
+
+
 def test_gpt2_attention_is_causal():
     """Changing a later token leaves the earlier positions' outputs unchanged."""
     p = {**gpt2.TINY, "dropout": 0.0}
@@ -229,7 +277,7 @@ def test_bad_parameters_name_the_parameter(name):
         mod.build(bogus_key=3)
     with pytest.raises(ValueError, match="batch=0"):
         mod.build(**{**mod.TINY, "batch": 0})
-    if name in ("resnet50", "vgg16", "vgg16_bn"):
+    if name in ("resnet50", "vgg16", "vgg16_bn", "mobilenet_v2"):
         with pytest.raises(ValueError, match="image_size=16"):
             mod.build(**{**mod.TINY, "image_size": 16})
         return

@@ -44,6 +44,9 @@ def test_suites_split_families_on_the_k80_machines():
     with_bn = load_suite("generalisation-train-vgg-bn")
     assert with_bn[:len(train)] == train
     assert {t.benchmark for t in with_bn[len(train):]} == {"vgg16_bn-batch128", "vgg16_bn-batch176"}
+    with_mobilenet = load_suite("generalisation-train-mobilenet")
+    assert with_mobilenet[:len(train)] == train
+    assert {t.benchmark for t in with_mobilenet[len(train):]} == {"mobilenet_v2-batch320", "mobilenet_v2-batch416"}
 
 
 @pytest.mark.parametrize("decoder", DECODERS)

@@ -1,4 +1,5 @@
-"""Convolution + batch norm layers and pooling shared by the CNN benchmarks (Inception-V3, ResNet-50).
+"""Convolution + batch norm layers and pooling shared by the CNN benchmarks (Inception-V3, ResNet-50, VGG-16,
+MobileNetV2).
 
 Every convolution is ``conv2d`` without bias, then batch norm in training mode (batch statistics,
 learned beta, gamma learned or fixed at one), then ReLU (optional), as TF-slim's arg scopes build
@@ -46,6 +47,16 @@ class ConvBuilder:
                 return tf.nn.bias_add(y, b)
             y = self.batch_norm(y, channels)
             return tf.nn.relu(y) if relu else y
+
+    def depthwise_conv(self, x, kernel, scope, stride=1):
+        """A depthwise ``kernel`` x ``kernel`` convolution (one filter per input channel), then batch norm in
+        training mode; no activation (the caller's)."""
+        channels = int(x.shape[-1])
+        with tf.compat.v1.variable_scope(scope):
+            init = tf.compat.v1.variance_scaling_initializer(2.0, "fan_in", "truncated_normal")
+            w = tf.compat.v1.get_variable("depthwise_weights", [kernel, kernel, channels, 1], initializer=init)
+            y = tf.nn.depthwise_conv2d(x, w, strides=[1, stride, stride, 1], padding="SAME")
+            return self.batch_norm(y, channels)
 
     def batch_norm(self, y, channels):
         """Fused batch norm in training mode; its moving-average updates go to ``self.updates``."""

@@ -124,6 +124,16 @@ VGG16_TINY: dict[str, Any] = {"image_size": 32, "batch": 2, "num_classes": 10, "
                               "min_depth": 8}
 
 
+# MobileNetV2 at 224x224 with the paper's batch of 96 per worker (Sandler et al. 2018, section 6.1).
+MOBILENET_V2_PAPER: dict[str, Any] = {"image_size": 224, "batch": 96, "num_classes": 1000, "depth_multiplier": 1.0,
+                                      "min_depth": 8}
+
+# TINY at 64x64: at 32x32 the last units run at 1x1 pixels, where an offset before their 3x3 depthwise convolution
+# and batch norm is a constant that batch norm removes, so four batch-norm offsets would get no gradient.
+MOBILENET_V2_TINY: dict[str, Any] = {"image_size": 64, "batch": 2, "num_classes": 10, "depth_multiplier": 0.125,
+                                     "min_depth": 8}
+
+
 # "<model>-deep": larger variants for the simulator at scale.
 DEEP: dict[str, dict[str, Any]] = {"rnnlm": RNNLM_DEEP, "nmt": NMT_DEEP}
 
@@ -137,6 +147,7 @@ PARAMS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "resnet50": (RESNET50_PAPER, RESNET50_TINY),
     "vgg16": (VGG16_PAPER, VGG16_TINY),
     "vgg16_bn": (VGG16_PAPER, VGG16_TINY),
+    "mobilenet_v2": (MOBILENET_V2_PAPER, MOBILENET_V2_TINY),
     "synthetic": (SYNTHETIC_PAPER, SYNTHETIC_TINY),
 }
 
@@ -174,6 +185,12 @@ RESNET50_STAGES: tuple[tuple[str, int, int], ...] = (("block1", 3, 64), ("block2
 # VGG-16's stages (configuration D): (3x3 convolutions, channels), each followed by a 2x2 max pool.
 VGG16_STAGES: tuple[tuple[int, int], ...] = ((2, 64), (2, 128), (3, 256), (3, 512), (3, 512))
 
+# MobileNetV2's stages (Sandler et al. 2018, Table 2): (expansion t, output channels c, inverted residual units n,
+# stride s of the first unit).
+MOBILENET_V2_STAGES: tuple[tuple[int, int, int, int], ...] = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2),
+                                                              (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                                                              (6, 320, 1, 1))
+
 
 def _layers(prefix: str, p: dict[str, Any]) -> tuple[str, ...]:
     return tuple(f"{prefix}layer_{k}" for k in range(p["layers"]))
@@ -194,3 +211,7 @@ BLOCKS: dict[str, Callable[[dict[str, Any]], tuple[str, ...]]] = {
     "vgg16": lambda p: ("inputs", *(f"conv{s + 1}" for s in range(len(VGG16_STAGES))), "fc6", "fc7", "fc8", "loss"),
 }
 BLOCKS["vgg16_bn"] = BLOCKS["vgg16"]
+BLOCKS["mobilenet_v2"] = lambda p: ("inputs", "conv1",
+                                    *(f"block{s + 1}/unit_{u + 1}" for s, (_, _, units, _) in enumerate(MOBILENET_V2_STAGES)
+                                      for u in range(units)),
+                                    "conv_last", "logits", "loss")

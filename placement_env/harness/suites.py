@@ -56,6 +56,10 @@ GENERALISATION_TRAIN_VGG = (*GENERALISATION_TRAIN, ("VGG-16", "vgg16"), ("VGG-16
 # batch 128 and 176 (single-GPU peak over two dies 0.73 and about 1.0).
 GENERALISATION_TRAIN_VGG_BN = (*GENERALISATION_TRAIN, ("VGG-16-BN, batch 128", "vgg16_bn-batch128"),
                                ("VGG-16-BN, batch 176", "vgg16_bn-batch176"))
+# And another: MobileNetV2, a chain of inverted residual units with identity shortcuts (another family than
+# ResNet-50's), at batch 320 and 416 (single-GPU peak over two dies 0.77 and 1.00).
+GENERALISATION_TRAIN_MOBILENET = (*GENERALISATION_TRAIN, ("MobileNetV2, batch 320", "mobilenet_v2-batch320"),
+                                  ("MobileNetV2, batch 416", "mobilenet_v2-batch416"))
 
 
 def _on_k80(models: tuple[tuple[str, str], ...]) -> tuple[Task, ...]:
@@ -72,6 +76,7 @@ SUITES = {
     "generalisation-test": lambda: _on_k80(GENERALISATION_TEST),  # held-out families, placed after training
     "generalisation-train-vgg": lambda: _on_k80(GENERALISATION_TRAIN_VGG),  # the train split + VGG-16 (an experiment)
     "generalisation-train-vgg-bn": lambda: _on_k80(GENERALISATION_TRAIN_VGG_BN),  # ... + VGG-16-BN (another)
+    "generalisation-train-mobilenet": lambda: _on_k80(GENERALISATION_TRAIN_MOBILENET),  # ... + MobileNetV2 (another)
 }
 
 

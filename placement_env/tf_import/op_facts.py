@@ -47,6 +47,10 @@ def is_optimizer_op(op_type: str) -> bool:
     return op_type.startswith(OPTIMIZER_OP_PREFIXES)
 
 
+_CONVOLUTIONS = ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "DepthwiseConv2dNative",
+                 "DepthwiseConv2dNativeBackpropInput", "DepthwiseConv2dNativeBackpropFilter")
+
+
 def estimate_flops(op_type: str, output_shapes: Sequence[Sequence[int]], input_shapes: Sequence[Sequence[int]],
                    attrs: dict) -> float:
     """A coarse FLOP count for balancing groups: matmuls and convolutions exactly, the rest by size.
@@ -61,14 +65,15 @@ def estimate_flops(op_type: str, output_shapes: Sequence[Sequence[int]], input_s
             adjoint = attrs.get("transpose_a", attrs.get("adj_x", False))
             inner = a[-2] if adjoint else a[-1]
             return 2.0 * out_elems * inner
-    if op_type in ("Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "DepthwiseConv2dNative"):
-        # All three cost 2 * |dy| * kh * kw * c_in; the filter shape is an input or the output.
-        filter_shape = output_shapes[0] if op_type == "Conv2DBackpropFilter" else (
+    if op_type in _CONVOLUTIONS:
+        # A convolution and its two gradients cost 2 * |dy| * kh * kw * c_in (c_in = 1 for a depthwise one,
+        # whose filter is [kh, kw, channels, multiplier]); the filter shape is an input or the output.
+        filter_shape = output_shapes[0] if op_type.endswith("BackpropFilter") else (
             input_shapes[1] if len(input_shapes) > 1 else ())
         dy_shape = output_shapes[0] if op_type in ("Conv2D", "DepthwiseConv2dNative") else input_shapes[-1]
         if len(filter_shape) == 4:
             kh, kw, c_in = filter_shape[0], filter_shape[1], filter_shape[2]
-            if op_type == "DepthwiseConv2dNative":
+            if op_type.startswith("DepthwiseConv2dNative"):
                 c_in = 1
             return 2.0 * math.prod(dy_shape) * kh * kw * c_in
     in_elems = max((math.prod(s) for s in input_shapes), default=0)
