@@ -7,11 +7,16 @@ them; or ``conv2d`` + bias with no batch norm (the logits layers). The moving me
 updates are plain ``AssignSubVariableOp`` ops co-located with their variables and collected in
 ``ConvBuilder.updates``; the builder groups them with the optimiser into the train op.
 
+``classifier_step`` builds the training step around a model's layers (random images and labels in, softmax
+cross-entropy and momentum SGD out) for the classifiers without an auxiliary head (ResNet-50, VGG-16, MobileNetV2).
+
 Batch norm is the ``FusedBatchNorm`` (V1) op, not ``FusedBatchNormV3``
 (``tf.compat.v1.nn.fused_batch_norm``): V3's ``reserve_space_3`` output has no static shape,
 V1's outputs and its gradient's all do.
 """
 from __future__ import annotations
+
+from typing import Callable
 
 import tensorflow as tf
 
@@ -98,6 +103,38 @@ def random_images(batch: int, size: int, num_classes: int) -> tuple[tf.Tensor, t
         images = tf.random.uniform([batch, size, size, 3], name="images")
         labels = tf.random.uniform([batch], 0, num_classes, dtype=tf.int32, name="labels")
     return images, labels
+
+
+def classifier_step(model: str, defaults: dict, params: dict, min_image_size: int, builder: Callable[[dict], ConvBuilder],
+                    features: Callable[[ConvBuilder, tf.Tensor, dict], tf.Tensor]) -> common.TrainingStep:
+    """One training step of the image classifier ``model`` on random images and labels: ``params`` checked
+    against ``defaults`` (errors name ``model``), ``features(b, images, p)`` the logits [batch, num_classes] from
+    the layers it builds with ``b = builder(p)``, then sparse softmax cross-entropy (scope ``loss``), momentum SGD
+    and the batch norms' moving-average updates in the train op. Graph-level random seed 0."""
+    p = common.check_params(model, defaults, params)
+    check_image_params(model, p, min_image_size)
+    p["depth_multiplier"] = float(p["depth_multiplier"])
+    b = builder(p)
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.compat.v1.set_random_seed(0)
+        images, labels = random_images(p["batch"], p["image_size"], p["num_classes"])
+        logits = features(b, images, p)
+        with tf.compat.v1.variable_scope("loss"):
+            xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+            loss = tf.reduce_mean(xent, name="mean_xent")
+        train_op = common.momentum_train_op(loss)
+        if b.updates:
+            train_op = tf.group(train_op, *b.updates, name="train_step_with_bn_updates")
+    return common.finish(graph, train_op, p)
+
+
+def pooled_logits(b: ConvBuilder, x: tf.Tensor, num_classes: int) -> tf.Tensor:
+    """In scope ``logits``: global average pool, 1x1 convolution with bias to ``num_classes``, squeeze."""
+    with tf.compat.v1.variable_scope("logits"):
+        x = tf.reduce_mean(x, axis=[1, 2], keepdims=True, name="global_pool")
+        x = b.conv(x, num_classes, 1, "conv", bn=False)
+        return tf.squeeze(x, [1, 2], name="squeeze")
 
 
 def max_pool(x, kernel, stride, padding, name):

@@ -35,7 +35,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from . import common
-from .cnn import ConvBuilder, check_image_params, random_images
+from .cnn import ConvBuilder, classifier_step, pooled_logits
 from .sizes import BLOCKS as LAYOUTS, MOBILENET_V2_STAGES as STAGES
 from .sizes import MOBILENET_V2_PAPER as PAPER, MOBILENET_V2_TINY as TINY  # noqa: F401 (the module's sizes)
 
@@ -63,31 +63,20 @@ def _inverted_residual(b: ConvBuilder, x: tf.Tensor, expansion: int, channels: i
 
 def build(**params) -> common.TrainingStep:
     """One MobileNetV2 training step on random images and labels; keyword parameters default to :data:`PAPER`."""
-    p = common.check_params("mobilenet_v2", PAPER, params)
-    check_image_params("mobilenet_v2", p, MIN_IMAGE_SIZE)
-    p["depth_multiplier"] = float(p["depth_multiplier"])
-    b = ConvBuilder(p["depth_multiplier"], p["min_depth"], learn_gamma=True, epsilon=_BN_EPSILON, decay=_BN_DECAY)
-    batch, size = p["batch"], p["image_size"]
-    graph = tf.Graph()
-    with graph.as_default():
-        tf.compat.v1.set_random_seed(0)
-        images, labels = random_images(batch, size, p["num_classes"])
+    return classifier_step("mobilenet_v2", PAPER, params, MIN_IMAGE_SIZE, _builder, _logits)
 
-        with tf.compat.v1.variable_scope("conv1"):
-            x = tf.nn.relu6(b.conv(images, b.depth(_FIRST_CHANNELS), 3, "conv", stride=2, relu=False), name="relu6")
-        for s, (expansion, channels, units, stride) in enumerate(STAGES, start=1):
-            for u in range(units):
-                with tf.compat.v1.variable_scope(f"block{s}/unit_{u + 1}"):
-                    x = _inverted_residual(b, x, expansion, b.depth(channels), stride if u == 0 else 1)
-        with tf.compat.v1.variable_scope("conv_last"):
-            x = tf.nn.relu6(b.conv(x, b.depth(_LAST_CHANNELS), 1, "conv", relu=False), name="relu6")
 
-        with tf.compat.v1.variable_scope("logits"):
-            pooled = tf.reduce_mean(x, axis=[1, 2], keepdims=True, name="global_pool")
-            logits = tf.squeeze(b.conv(pooled, p["num_classes"], 1, "conv", bn=False), axis=[1, 2], name="squeeze")
-        with tf.compat.v1.variable_scope("loss"):
-            xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-            loss = tf.reduce_mean(xent, name="mean_xent")
+def _builder(p: dict) -> ConvBuilder:
+    return ConvBuilder(p["depth_multiplier"], p["min_depth"], learn_gamma=True, epsilon=_BN_EPSILON, decay=_BN_DECAY)
 
-        train_op = tf.group(common.momentum_train_op(loss), *b.updates, name="train_step_with_bn_updates")
-    return common.finish(graph, train_op, p)
+
+def _logits(b: ConvBuilder, images: tf.Tensor, p: dict) -> tf.Tensor:
+    with tf.compat.v1.variable_scope("conv1"):
+        x = tf.nn.relu6(b.conv(images, b.depth(_FIRST_CHANNELS), 3, "conv", stride=2, relu=False), name="relu6")
+    for s, (expansion, channels, units, stride) in enumerate(STAGES, start=1):
+        for u in range(units):
+            with tf.compat.v1.variable_scope(f"block{s}/unit_{u + 1}"):
+                x = _inverted_residual(b, x, expansion, b.depth(channels), stride if u == 0 else 1)
+    with tf.compat.v1.variable_scope("conv_last"):
+        x = tf.nn.relu6(b.conv(x, b.depth(_LAST_CHANNELS), 1, "conv", relu=False), name="relu6")
+    return pooled_logits(b, x, p["num_classes"])

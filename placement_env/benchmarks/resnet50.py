@@ -38,7 +38,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from . import common
-from .cnn import ConvBuilder, check_image_params, max_pool, random_images
+from .cnn import ConvBuilder, classifier_step, max_pool, pooled_logits
 from .sizes import BLOCKS as LAYOUTS, RESNET50_STAGES as STAGES
 from .sizes import RESNET50_PAPER as PAPER, RESNET50_TINY as TINY  # noqa: F401 (the module's sizes)
 
@@ -63,34 +63,20 @@ def _bottleneck(b: ConvBuilder, x: tf.Tensor, width: int, stride: int, project: 
 
 def build(**params) -> common.TrainingStep:
     """One ResNet-50 training step on random images and labels; keyword parameters default to :data:`PAPER`."""
-    p = common.check_params("resnet50", PAPER, params)
-    check_image_params("resnet50", p, MIN_IMAGE_SIZE)
-    p["depth_multiplier"] = float(p["depth_multiplier"])
-    b = ConvBuilder(p["depth_multiplier"], p["min_depth"], learn_gamma=True, epsilon=_BN_EPSILON, decay=_BN_DECAY)
-    batch, size = p["batch"], p["image_size"]
-    graph = tf.Graph()
-    with graph.as_default():
-        tf.compat.v1.set_random_seed(0)
-        images, labels = random_images(batch, size, p["num_classes"])
+    return classifier_step("resnet50", PAPER, params, MIN_IMAGE_SIZE, _builder, _logits)
 
-        x = b.conv(images, b.depth(64), 7, "conv1", stride=2)
-        with tf.compat.v1.name_scope("pool1"):
-            x = max_pool(x, 3, 2, "SAME", "max_pool")
-        for s, (stage, units, width) in enumerate(STAGES):
-            for u in range(units):
-                with tf.compat.v1.variable_scope(f"{stage}/unit_{u + 1}"):
-                    stride = 2 if u == 0 and s > 0 else 1
-                    x = _bottleneck(b, x, width, stride, project=u == 0)
 
-        with tf.compat.v1.variable_scope("logits"):
-            x = tf.reduce_mean(x, axis=[1, 2], keepdims=True, name="global_pool")
-            x = b.conv(x, p["num_classes"], 1, "conv", bn=False)
-            logits = tf.squeeze(x, [1, 2], name="squeeze")
+def _builder(p: dict) -> ConvBuilder:
+    return ConvBuilder(p["depth_multiplier"], p["min_depth"], learn_gamma=True, epsilon=_BN_EPSILON, decay=_BN_DECAY)
 
-        with tf.compat.v1.variable_scope("loss"):
-            xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-            loss = tf.reduce_mean(xent, name="mean_xent")
 
-        minimize = common.momentum_train_op(loss)
-        train_op = tf.group(minimize, *b.updates, name="train_step_with_bn_updates")
-    return common.finish(graph, train_op, p)
+def _logits(b: ConvBuilder, images: tf.Tensor, p: dict) -> tf.Tensor:
+    x = b.conv(images, b.depth(64), 7, "conv1", stride=2)
+    with tf.compat.v1.name_scope("pool1"):
+        x = max_pool(x, 3, 2, "SAME", "max_pool")
+    for s, (stage, units, width) in enumerate(STAGES):
+        for u in range(units):
+            with tf.compat.v1.variable_scope(f"{stage}/unit_{u + 1}"):
+                stride = 2 if u == 0 and s > 0 else 1
+                x = _bottleneck(b, x, width, stride, project=u == 0)
+    return pooled_logits(b, x, p["num_classes"])

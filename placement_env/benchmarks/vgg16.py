@@ -26,7 +26,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from . import common
-from .cnn import ConvBuilder, check_image_params, max_pool, random_images
+from .cnn import ConvBuilder, classifier_step, max_pool
 from .sizes import BLOCKS as LAYOUTS, VGG16_STAGES as STAGES
 from .sizes import VGG16_PAPER as PAPER, VGG16_TINY as TINY  # noqa: F401 (the module's sizes)
 
@@ -61,39 +61,24 @@ def build(**params) -> common.TrainingStep:
 def build_vgg(name: str, batch_norm: bool, params: dict) -> common.TrainingStep:
     """One training step of VGG-16 (``name`` in errors), with batch norm after every convolution if
     ``batch_norm``; ``params`` default to :data:`PAPER`."""
-    p = common.check_params(name, PAPER, params)
-    check_image_params(name, p, MIN_IMAGE_SIZE)
-    p["depth_multiplier"] = float(p["depth_multiplier"])
-    b = ConvBuilder(p["depth_multiplier"], p["min_depth"], learn_gamma=True,
-                    epsilon=_BN_EPSILON if batch_norm else 0.0, decay=_BN_DECAY if batch_norm else 0.0)
-    batch, size = p["batch"], p["image_size"]
-    graph = tf.Graph()
-    with graph.as_default():
-        tf.compat.v1.set_random_seed(0)
-        images, labels = random_images(batch, size, p["num_classes"])
+    def builder(p: dict) -> ConvBuilder:
+        return ConvBuilder(p["depth_multiplier"], p["min_depth"], learn_gamma=True,
+                           epsilon=_BN_EPSILON if batch_norm else 0.0, decay=_BN_DECAY if batch_norm else 0.0)
 
-        x = images
+    def logits(b: ConvBuilder, x: tf.Tensor, p: dict) -> tf.Tensor:
         for s, (convs, channels) in enumerate(STAGES, start=1):
             with tf.compat.v1.variable_scope(f"conv{s}"):
                 for k in range(1, convs + 1):
                     x = tf.nn.relu(b.conv(x, b.depth(channels), 3, f"conv{s}_{k}", bn=batch_norm, relu=False),
                                    name=f"relu{s}_{k}")
                 x = max_pool(x, 2, 2, "VALID", "pool")
-
         for scope in ("fc6", "fc7"):
             with tf.compat.v1.variable_scope(scope):
                 if scope == "fc6":
-                    x = tf.reshape(x, [batch, -1], name="flatten")
+                    x = tf.reshape(x, [p["batch"], -1], name="flatten")
                 x = tf.nn.relu(_dense(x, b.depth(_FC_WIDTH), "dense"), name="relu")
                 x = tf.nn.dropout(x, rate=_DROPOUT, name="dropout")
         with tf.compat.v1.variable_scope("fc8"):
-            logits = _dense(x, p["num_classes"], "dense")
+            return _dense(x, p["num_classes"], "dense")
 
-        with tf.compat.v1.variable_scope("loss"):
-            xent = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
-            loss = tf.reduce_mean(xent, name="mean_xent")
-
-        train_op = common.momentum_train_op(loss)
-        if b.updates:
-            train_op = tf.group(train_op, *b.updates, name="train_step_with_bn_updates")
-    return common.finish(graph, train_op, p)
+    return classifier_step(name, PAPER, params, MIN_IMAGE_SIZE, builder, logits)
