@@ -118,6 +118,27 @@ def make_env(env_id: str = "DevicePlacement-v0", **env_kwargs: Any) -> gym.Env:
     return Monitor(gym.make(env_id, **env_kwargs))
 
 
+def scale_rewards_by_reference(env: gym.Env) -> gym.Env:
+    """In episodes of several steps (``sequential``, ``improve``), what SB3 learns from: the env's rewards over the
+    magnitude of the reference placement's reward, so a return is of order one whatever the graph's step time.
+
+    Why: with the default reward, -sqrt(seconds), a step's reward on a graph that runs in milliseconds is a change of
+    about 1e-4, far below the value head's first outputs (of order 0.1), whose errors then drown the advantages; the
+    value of a multi-step episode's states takes many updates to fit at that scale. (A oneshot episode's value is one
+    number, which the head fits at once; its rewards stay as they are.) The episode statistics SB3's ``Monitor``
+    records, and so the learning curves, keep the env's own rewards.
+    """
+    if env.unwrapped.mode == "oneshot":
+        return env
+    unwrapped = env.unwrapped
+    reference = unwrapped.reference()[1]
+    charged = reference.runtime_s if reference.ok else unwrapped.failing_signal
+    scale = abs(unwrapped.reward(charged, charged))
+    if not math.isfinite(scale) or scale == 0.0:
+        return env
+    return gym.wrappers.TransformReward(env, lambda reward: reward / scale)
+
+
 def _algorithm_class(algorithm: str) -> Any:
     if algorithm not in ALGORITHMS:
         raise ValueError(f"algorithm={algorithm!r}; expected one of {', '.join(map(repr, ALGORITHMS))}")
@@ -143,7 +164,7 @@ def train(env_id: str = "DevicePlacement-v0", *, algorithm: str = "PPO", seconds
     measuring machinery failed on every retry).
     """
     Algorithm = _algorithm_class(algorithm)
-    env = make_env(env_id, **env_kwargs)
+    env = scale_rewards_by_reference(make_env(env_id, **env_kwargs))
     oneshot = env.unwrapped.mode == "oneshot"
     defaults = dict(n_steps=64 if oneshot else 512, learning_rate=3e-3 if oneshot else 1e-3,
                     gamma=1.0, ent_coef=0.0, seed=seed, verbose=0, device="cpu")
