@@ -74,7 +74,7 @@ def test_a_batch_variant_is_the_paper_model_at_another_batch():
 
 
 @pytest.mark.parametrize("name", [f"{m}-tiny" for m in (*PAPER_MODELS, *MODERN_MODELS, *EXTRA_MODELS)]
-                         + ["synthetic-tiny"])
+                         + ["synthetic-tiny", "random_cnn-tiny"])
 def test_tiny_benchmarks_build_group_and_run(name):
     graph = pe.load_benchmark(name, max_groups=32)
     assert graph.name == name

@@ -47,6 +47,9 @@ def test_suites_split_families_on_the_k80_machines():
     with_mobilenet = load_suite("generalisation-train-mobilenet")
     assert with_mobilenet[:len(train)] == train
     assert {t.benchmark for t in with_mobilenet[len(train):]} == {"mobilenet_v2-batch320", "mobilenet_v2-batch416"}
+    with_random = load_suite("generalisation-train-random-cnn")
+    assert with_random[:len(train)] == train
+    assert {t.benchmark for t in with_random[len(train):]} == {f"random_cnn:{seed}" for seed in range(4)}
 
 
 @pytest.mark.parametrize("decoder", DECODERS)

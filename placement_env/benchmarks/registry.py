@@ -7,7 +7,8 @@ inverted residual units with identity shortcuts),
 the same with ``-tiny`` (small, for tests), ``rnnlm-deep`` (8 layers over 105 steps: 50,808 ops) and
 ``nmt-deep`` (GNMT's 8 + 8 layers of 1,024 units over 60 + 60 steps: 67,639 ops), for the simulator at
 scale, ``<model>-batch<N>`` (a model at paper scale with batch N instead of its own: the same graph
-under more or less memory pressure), and ``synthetic:<seed>`` (random layered DAGs). Keyword
+under more or less memory pressure), ``synthetic:<seed>`` (random layered DAGs), and ``random_cnn:<seed>``
+(random CNNs, also ``random_cnn:<seed>-batch<N>``). Keyword
 parameters override the builder's (e.g. ``load_benchmark("nmt", batch=32)``).
 
 The imported, ungrouped graph is cached under ``$PLACEMENT_ENV_CACHE`` (default
@@ -32,7 +33,7 @@ from ..cache import cache_dir
 from ..errors import GraphFormatError, UnknownBenchmarkError
 from ..grouping import DEFAULT_MAX_GROUPS, group_ops
 from ..opgraph import FORMAT_VERSION, OpGraph
-from .sizes import BLOCKS, DEEP, PARAMS, SYNTHETIC_PAPER
+from .sizes import BLOCKS, DEEP, PARAMS, RANDOM_CNN_PAPER, SYNTHETIC_PAPER
 
 PAPER_MODELS = ("rnnlm", "nmt", "inception_v3")
 MODERN_MODELS = ("transformer", "gpt2", "bert", "resnet50")
@@ -40,6 +41,7 @@ EXTRA_MODELS = ("vgg16", "vgg16_bn", "mobilenet_v2")  # beyond the paper's and t
 # layers run in sequence, without and with batch norm; MobileNetV2, a chain of inverted residual units
 BUILDER_VERSION = 2  # bump when a builder changes the graphs it makes, to invalidate caches
 _SYNTHETIC = re.compile(r"synthetic:(\d+)")
+_RANDOM_CNN = re.compile(r"random_cnn:(\d+)(?:-batch(\d+))?")
 _BATCH = re.compile(r"(\w+)-batch(\d+)")
 log = logging.getLogger(__name__)
 
@@ -47,7 +49,7 @@ log = logging.getLogger(__name__)
 def benchmark_names() -> list[str]:
     """The fixed benchmark names; ``synthetic:<seed>`` accepts any non-negative integer seed."""
     models = (*PAPER_MODELS, *MODERN_MODELS, *EXTRA_MODELS)
-    return [*models, *(f"{m}-tiny" for m in models), *(f"{m}-deep" for m in DEEP), "synthetic-tiny"]
+    return [*models, *(f"{m}-tiny" for m in models), *(f"{m}-deep" for m in DEEP), "synthetic-tiny", "random_cnn-tiny"]
 
 
 def benchmark_blocks(name: str, **params: Any) -> tuple[str, ...]:
@@ -82,6 +84,10 @@ def _resolve(name: str) -> tuple[str, dict[str, Any]]:
     match = _SYNTHETIC.fullmatch(name)
     if match:
         return "synthetic", {**SYNTHETIC_PAPER, "seed": int(match.group(1))}
+    match = _RANDOM_CNN.fullmatch(name)
+    if match and (match.group(2) is None or int(match.group(2)) >= 1):
+        batch = int(match.group(2)) if match.group(2) else RANDOM_CNN_PAPER["batch"]
+        return "random_cnn", {**RANDOM_CNN_PAPER, "seed": int(match.group(1)), "batch": batch}
     model, _, variant = name.partition("-")
     if model in PARAMS and variant in ("", "tiny") and name != "synthetic":
         paper, tiny = PARAMS[model]
@@ -93,7 +99,8 @@ def _resolve(name: str) -> tuple[str, dict[str, Any]]:
         return match.group(1), {**PARAMS[match.group(1)][0], "batch": int(match.group(2))}
     raise UnknownBenchmarkError(
         f"unknown benchmark {name!r}; known: {', '.join(benchmark_names())}, <model>-batch<N> (a model above at "
-        "paper scale with batch N >= 1), or synthetic:<seed> (a non-negative integer seed)"
+        "paper scale with batch N >= 1), synthetic:<seed> (a non-negative integer seed), or random_cnn:<seed> and "
+        "random_cnn:<seed>-batch<N>"
     )
 
 

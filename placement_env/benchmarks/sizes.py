@@ -134,6 +134,14 @@ MOBILENET_V2_TINY: dict[str, Any] = {"image_size": 64, "batch": 2, "num_classes"
                                      "min_depth": 8}
 
 
+# Random CNNs (random_cnn.py): 4 stages of 1-5 units each, widths 128 to 1024, 224x224 ImageNet, batch 256 (ResNet-50's).
+RANDOM_CNN_PAPER: dict[str, Any] = {"seed": 0, "stages": 4, "units": 3, "width": 128, "image_size": 224, "batch": 256,
+                                    "num_classes": 1000, "depth_multiplier": 1.0, "min_depth": 8}
+
+RANDOM_CNN_TINY: dict[str, Any] = {"seed": 0, "stages": 4, "units": 3, "width": 64, "image_size": 32, "batch": 2,
+                                   "num_classes": 10, "depth_multiplier": 0.125, "min_depth": 8}
+
+
 # "<model>-deep": larger variants for the simulator at scale.
 DEEP: dict[str, dict[str, Any]] = {"rnnlm": RNNLM_DEEP, "nmt": NMT_DEEP}
 
@@ -149,6 +157,7 @@ PARAMS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "vgg16_bn": (VGG16_PAPER, VGG16_TINY),
     "mobilenet_v2": (MOBILENET_V2_PAPER, MOBILENET_V2_TINY),
     "synthetic": (SYNTHETIC_PAPER, SYNTHETIC_TINY),
+    "random_cnn": (RANDOM_CNN_PAPER, RANDOM_CNN_TINY),
 }
 
 # Inception-V3's top-level name scopes in forward order (TF-slim names); AuxLogits sits right after

@@ -60,6 +60,10 @@ GENERALISATION_TRAIN_VGG_BN = (*GENERALISATION_TRAIN, ("VGG-16-BN, batch 128", "
 # ResNet-50's), at batch 320 and 416 (single-GPU peak over two dies 0.77 and 1.00).
 GENERALISATION_TRAIN_MOBILENET = (*GENERALISATION_TRAIN, ("MobileNetV2, batch 320", "mobilenet_v2-batch320"),
                                   ("MobileNetV2, batch 416", "mobilenet_v2-batch416"))
+# And a family drawn at random: four random CNNs (seeds 0-3, batch 256: single-GPU peak over two dies 0.56-0.78),
+# each a mix of plain, residual and branched units in its own proportions, so that structure rather than the
+# family's name decides a placement.
+GENERALISATION_TRAIN_RANDOM_CNN = (*GENERALISATION_TRAIN, *((f"Random CNN {seed}", f"random_cnn:{seed}") for seed in range(4)))
 
 
 def _on_k80(models: tuple[tuple[str, str], ...]) -> tuple[Task, ...]:
@@ -77,6 +81,7 @@ SUITES = {
     "generalisation-train-vgg": lambda: _on_k80(GENERALISATION_TRAIN_VGG),  # the train split + VGG-16 (an experiment)
     "generalisation-train-vgg-bn": lambda: _on_k80(GENERALISATION_TRAIN_VGG_BN),  # ... + VGG-16-BN (another)
     "generalisation-train-mobilenet": lambda: _on_k80(GENERALISATION_TRAIN_MOBILENET),  # ... + MobileNetV2 (another)
+    "generalisation-train-random-cnn": lambda: _on_k80(GENERALISATION_TRAIN_RANDOM_CNN),  # ... + random CNNs (another)
 }
 
 
