@@ -50,6 +50,8 @@ def test_suites_split_families_on_the_k80_machines():
     with_random = load_suite("generalisation-train-random-cnn")
     assert with_random[:len(train)] == train
     assert {t.benchmark for t in with_random[len(train):]} == {f"random_cnn:{seed}" for seed in range(4)}
+    assert load_suite("generalisation-train-random-cnn-8")[:len(with_random)] == with_random
+    assert len(load_suite("generalisation-train-random-cnn-8")) == len(train) + 2 * 8
 
 
 @pytest.mark.parametrize("decoder", DECODERS)

@@ -64,6 +64,9 @@ GENERALISATION_TRAIN_MOBILENET = (*GENERALISATION_TRAIN, ("MobileNetV2, batch 32
 # each a mix of plain, residual and branched units in its own proportions, so that structure rather than the
 # family's name decides a placement.
 GENERALISATION_TRAIN_RANDOM_CNN = (*GENERALISATION_TRAIN, *((f"Random CNN {seed}", f"random_cnn:{seed}") for seed in range(4)))
+# ... and twice as many (seeds 0-7; seeds 4-7: 0.54-0.77).
+GENERALISATION_TRAIN_RANDOM_CNN_8 = (*GENERALISATION_TRAIN,
+                                     *((f"Random CNN {seed}", f"random_cnn:{seed}") for seed in range(8)))
 
 
 def _on_k80(models: tuple[tuple[str, str], ...]) -> tuple[Task, ...]:
@@ -82,6 +85,7 @@ SUITES = {
     "generalisation-train-vgg-bn": lambda: _on_k80(GENERALISATION_TRAIN_VGG_BN),  # ... + VGG-16-BN (another)
     "generalisation-train-mobilenet": lambda: _on_k80(GENERALISATION_TRAIN_MOBILENET),  # ... + MobileNetV2 (another)
     "generalisation-train-random-cnn": lambda: _on_k80(GENERALISATION_TRAIN_RANDOM_CNN),  # ... + random CNNs (another)
+    "generalisation-train-random-cnn-8": lambda: _on_k80(GENERALISATION_TRAIN_RANDOM_CNN_8),  # ... + 8 of them
 }
 
 
