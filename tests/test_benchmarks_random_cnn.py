@@ -39,7 +39,8 @@ def test_the_seed_fixes_the_architecture_and_seeds_differ():
 
 
 def test_units_are_built_as_drawn():
-    seed = next(s for s in range(50) if {u["kind"] for st in random_cnn.structure(s) for u in st} == set(random_cnn.KINDS))
+    seed = next(s for s in range(50)
+                if {u["kind"] for stage in random_cnn.structure(s) for u in stage} == set(random_cnn.KINDS))
     step = tiny(seed)
     names = {op.name: op for op in _forward(step)}
     for s, stage in enumerate(random_cnn.structure(seed), start=1):

@@ -105,7 +105,8 @@ def random_images(batch: int, size: int, num_classes: int) -> tuple[tf.Tensor, t
     return images, labels
 
 
-def classifier_step(model: str, defaults: dict, params: dict, min_image_size: int, builder: Callable[[dict], ConvBuilder],
+def classifier_step(model: str, defaults: dict, params: dict, min_image_size: int,
+                    builder: Callable[[dict], ConvBuilder],
                     features: Callable[[ConvBuilder, tf.Tensor, dict], tf.Tensor]) -> common.TrainingStep:
     """One training step of the image classifier ``model`` on random images and labels: ``params`` checked
     against ``defaults`` (errors name ``model``), ``features(b, images, p)`` the logits [batch, num_classes] from

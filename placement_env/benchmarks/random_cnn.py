@@ -47,7 +47,8 @@ _BN_EPSILON = 1e-5
 _BN_DECAY = 0.997
 
 
-def structure(seed: int = PAPER["seed"], stages: int = PAPER["stages"], units: int = PAPER["units"]) -> list[list[dict]]:
+def structure(seed: int = PAPER["seed"], stages: int = PAPER["stages"],
+              units: int = PAPER["units"]) -> list[list[dict]]:
     """The architecture drawn for ``seed``, without TensorFlow: ``stages`` lists of units, each a dict with
     ``kind`` and, for ``plain``, ``convs`` (1 or 2); for ``residual``, ``bottleneck`` (bool); for ``branched``,
     ``paths`` (names from ``PATHS``)."""
@@ -63,7 +64,8 @@ def structure(seed: int = PAPER["seed"], stages: int = PAPER["stages"], units: i
             elif kind == "residual":
                 stage.append({"kind": kind, "bottleneck": bool(rng.integers(2))})
             else:
-                stage.append({"kind": kind, "paths": [PATHS[int(k)] for k in rng.integers(len(PATHS), size=int(rng.integers(2, 5)))]})
+                paths = rng.integers(len(PATHS), size=int(rng.integers(2, 5)))
+                stage.append({"kind": kind, "paths": [PATHS[int(k)] for k in paths]})
         drawn.append(stage)
     return drawn
 

@@ -221,6 +221,7 @@ BLOCKS: dict[str, Callable[[dict[str, Any]], tuple[str, ...]]] = {
 }
 BLOCKS["vgg16_bn"] = BLOCKS["vgg16"]
 BLOCKS["mobilenet_v2"] = lambda p: ("inputs", "conv1",
-                                    *(f"block{s + 1}/unit_{u + 1}" for s, (_, _, units, _) in enumerate(MOBILENET_V2_STAGES)
+                                    *(f"block{s + 1}/unit_{u + 1}"
+                                      for s, (_, _, units, _) in enumerate(MOBILENET_V2_STAGES)
                                       for u in range(units)),
                                     "conv_last", "logits", "loss")

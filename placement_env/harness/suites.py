@@ -63,7 +63,8 @@ GENERALISATION_TRAIN_MOBILENET = (*GENERALISATION_TRAIN, ("MobileNetV2, batch 32
 # And a family drawn at random: four random CNNs (seeds 0-3, batch 256: single-GPU peak over two dies 0.56-0.78),
 # each a mix of plain, residual and branched units in its own proportions, so that structure rather than the
 # family's name decides a placement.
-GENERALISATION_TRAIN_RANDOM_CNN = (*GENERALISATION_TRAIN, *((f"Random CNN {seed}", f"random_cnn:{seed}") for seed in range(4)))
+GENERALISATION_TRAIN_RANDOM_CNN = (*GENERALISATION_TRAIN,
+                                   *((f"Random CNN {seed}", f"random_cnn:{seed}") for seed in range(4)))
 # ... and twice as many (seeds 0-7; seeds 4-7: 0.54-0.77).
 GENERALISATION_TRAIN_RANDOM_CNN_8 = (*GENERALISATION_TRAIN,
                                      *((f"Random CNN {seed}", f"random_cnn:{seed}") for seed in range(8)))
