@@ -106,16 +106,17 @@ def random_images(batch: int, size: int, num_classes: int) -> tuple[tf.Tensor, t
 
 
 def classifier_step(model: str, defaults: dict, params: dict, min_image_size: int,
-                    builder: Callable[[dict], ConvBuilder],
-                    features: Callable[[ConvBuilder, tf.Tensor, dict], tf.Tensor]) -> common.TrainingStep:
+                    features: Callable[[ConvBuilder, tf.Tensor, dict], tf.Tensor], *, bn_epsilon: float,
+                    bn_decay: float) -> common.TrainingStep:
     """One training step of the image classifier ``model`` on random images and labels: ``params`` checked
     against ``defaults`` (errors name ``model``), ``features(b, images, p)`` the logits [batch, num_classes] from
-    the layers it builds with ``b = builder(p)``, then sparse softmax cross-entropy (scope ``loss``), momentum SGD
-    and the batch norms' moving-average updates in the train op. Graph-level random seed 0."""
+    the layers it builds with ``b``, a :class:`ConvBuilder` at the parameters' width with learned batch-norm scales
+    (``bn_epsilon``, ``bn_decay``), then sparse softmax cross-entropy (scope ``loss``), momentum SGD and the batch
+    norms' moving-average updates in the train op. Graph-level random seed 0."""
     p = common.check_params(model, defaults, params)
     check_image_params(model, p, min_image_size)
     p["depth_multiplier"] = float(p["depth_multiplier"])
-    b = builder(p)
+    b = ConvBuilder(p["depth_multiplier"], p["min_depth"], learn_gamma=True, epsilon=bn_epsilon, decay=bn_decay)
     graph = tf.Graph()
     with graph.as_default():
         tf.compat.v1.set_random_seed(0)

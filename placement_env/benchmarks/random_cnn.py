@@ -122,10 +122,6 @@ def build(**params) -> common.TrainingStep:
     common.require_int("random_cnn", "width", p["width"])
     drawn = structure(seed, p["stages"], p["units"])
 
-    def builder(q: dict) -> ConvBuilder:
-        return ConvBuilder(q["depth_multiplier"], q["min_depth"], learn_gamma=True, epsilon=_BN_EPSILON,
-                           decay=_BN_DECAY)
-
     def logits(b: ConvBuilder, images: tf.Tensor, q: dict) -> tf.Tensor:
         with tf.compat.v1.variable_scope("stem"):
             x = max_pool(b.conv(images, b.depth(q["width"]), 3, "conv", stride=2), 3, 2, "SAME", "max_pool")
@@ -137,5 +133,6 @@ def build(**params) -> common.TrainingStep:
         return pooled_logits(b, x, q["num_classes"])
 
     # the stem halves the image twice and each later stage once more
-    step = classifier_step("random_cnn", sizes, p, 2 ** (p["stages"] + 1), builder, logits)
+    step = classifier_step("random_cnn", sizes, p, 2 ** (p["stages"] + 1), logits, bn_epsilon=_BN_EPSILON,
+                           bn_decay=_BN_DECAY)
     return dataclasses.replace(step, params={"seed": seed, **step.params})

@@ -63,11 +63,8 @@ def _bottleneck(b: ConvBuilder, x: tf.Tensor, width: int, stride: int, project: 
 
 def build(**params) -> common.TrainingStep:
     """One ResNet-50 training step on random images and labels; keyword parameters default to :data:`PAPER`."""
-    return classifier_step("resnet50", PAPER, params, MIN_IMAGE_SIZE, _builder, _logits)
-
-
-def _builder(p: dict) -> ConvBuilder:
-    return ConvBuilder(p["depth_multiplier"], p["min_depth"], learn_gamma=True, epsilon=_BN_EPSILON, decay=_BN_DECAY)
+    return classifier_step("resnet50", PAPER, params, MIN_IMAGE_SIZE, _logits, bn_epsilon=_BN_EPSILON,
+                           bn_decay=_BN_DECAY)
 
 
 def _logits(b: ConvBuilder, images: tf.Tensor, p: dict) -> tf.Tensor:

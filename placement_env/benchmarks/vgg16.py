@@ -61,10 +61,6 @@ def build(**params) -> common.TrainingStep:
 def build_vgg(name: str, batch_norm: bool, params: dict) -> common.TrainingStep:
     """One training step of VGG-16 (``name`` in errors), with batch norm after every convolution if
     ``batch_norm``; ``params`` default to :data:`PAPER`."""
-    def builder(p: dict) -> ConvBuilder:
-        return ConvBuilder(p["depth_multiplier"], p["min_depth"], learn_gamma=True,
-                           epsilon=_BN_EPSILON if batch_norm else 0.0, decay=_BN_DECAY if batch_norm else 0.0)
-
     def logits(b: ConvBuilder, x: tf.Tensor, p: dict) -> tf.Tensor:
         for s, (convs, channels) in enumerate(STAGES, start=1):
             with tf.compat.v1.variable_scope(f"conv{s}"):
@@ -81,4 +77,5 @@ def build_vgg(name: str, batch_norm: bool, params: dict) -> common.TrainingStep:
         with tf.compat.v1.variable_scope("fc8"):
             return _dense(x, p["num_classes"], "dense")
 
-    return classifier_step(name, PAPER, params, MIN_IMAGE_SIZE, builder, logits)
+    return classifier_step(name, PAPER, params, MIN_IMAGE_SIZE, logits, bn_epsilon=_BN_EPSILON if batch_norm else 0.0,
+                           bn_decay=_BN_DECAY if batch_norm else 0.0)
