@@ -65,8 +65,7 @@ from ..errors import InvalidPlacementError
 from ..opgraph import BUFFER_FORWARDING_OPS, OpGraph
 from ..placement import Measurement, check_placement, kernel_violations
 from ..schedule import Schedule
-from .simulator_batch import DEVICE_INDEX, accumulating_devices, simulate_many, simulate_many_parallel
-from .simulator_core import simulate_core
+from .simulator_batch import DEVICE_INDEX, simulate_many, simulate_many_parallel, simulate_step, simulate_step_recorded
 
 __all__ = ["SIMULATOR_VERSION", "VERSION_CHANGES", "SimulationPlan", "check_threads", "model_changed_since", "simulate", "simulate_batch", "plan_for"]
 
@@ -223,14 +222,6 @@ class SimulationPlan:
                            peak_bytes=np.asarray(peak, np.int64).copy(), busy_s=np.asarray(busy, np.float64).copy(),
                            bytes_moved=int(moved), placement=placement, runtime="sim", schedule=schedule)
 
-    def _core(self, dev: np.ndarray, schedule: bool) -> tuple:
-        """simulate_core on ``dev``, run again with accumulating sums where the first run's peak calls for it."""
-        result = simulate_core(dev, *self._args(), np.zeros(self.cluster.n_devices, np.bool_), schedule)
-        rewrite = accumulating_devices(dev, self.is_sum, result[1], self.capacity)
-        if rewrite.any():
-            result = simulate_core(dev, *self._args(), rewrite, schedule)
-        return result
-
     def run(self, placement: Any, *, schedule: bool = False) -> Measurement:
         """Simulate one step of ``placement`` (one device per group); ``schedule=True`` records its Schedule."""
         placement = check_placement(self.graph, self.cluster, placement)
@@ -239,7 +230,8 @@ class SimulationPlan:
             return self._no_kernel(placement, bad)
         dev = np.ascontiguousarray(placement[self.group], dtype=np.int64)
         (makespan, peak, busy, moved, started, op_start, op_end, t_src, t_out, t_sdev, t_ddev, t_start, t_end,
-         t_bytes, mem_time, mem_trace) = self._core(dev.astype(DEVICE_INDEX), bool(schedule))
+         t_bytes, mem_time, mem_trace) = (simulate_step_recorded if schedule else simulate_step)(
+            dev.astype(DEVICE_INDEX), self.capacity, *self._args())
         if started != self.graph.n_ops:  # cannot happen for a DAG; guard against corrupt graphs
             raise RuntimeError(f"simulation started {started} of {self.graph.n_ops} ops")
         timeline = None
@@ -317,8 +309,8 @@ def plan_for(graph: OpGraph, cluster: Cluster, op_seconds: Any) -> SimulationPla
     def build() -> SimulationPlan:
         return SimulationPlan(graph, cluster, seconds)
 
-    for key in (_sample_key(seconds), _bytes_key(seconds)):
-        plan = DERIVED.get("simulation plan", graph, cluster, key=key, build=build)
+    for make_key in (_sample_key, _bytes_key):  # the second only when the first finds a plan of other values
+        plan = DERIVED.get("simulation plan", graph, cluster, key=make_key(seconds), build=build)
         if np.array_equal(plan.op_seconds, seconds):
             return plan
     return build()  # both keys taken by other values (a hash collision): correct, just not cached

@@ -1,7 +1,7 @@
 """The compiled (numba) batch of the simulated runtime: :func:`simulate_many` runs
 :func:`~placement_env.runtime.simulator_core.simulate_core` for many placements in one call (on one
-thread; :func:`simulate_many_parallel` on several), and :func:`accumulating_devices` decides where a step
-is rerun with grappler's sum accumulation.
+thread; :func:`simulate_many_parallel` on several; :func:`simulate_step` one placement), and
+:func:`accumulating_devices` decides where a step is rerun with grappler's sum accumulation.
 """
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from numba import njit, prange
 
 from .simulator_core import simulate_core
 
-__all__ = ["DEVICE_INDEX", "accumulating_devices", "simulate_many", "simulate_many_parallel", "simulate_row"]
+__all__ = ["DEVICE_INDEX", "accumulating_devices", "simulate_many", "simulate_many_parallel", "simulate_row", "simulate_step",
+           "simulate_step_recorded"]
 
 # The type of a device index per op: int16 (clusters have at most 32,767 devices), so that the device of
 # each op, read at random by the loop, takes a quarter of the cache of int64.
@@ -36,27 +37,64 @@ def accumulating_devices(dev, is_sum, peak, capacity):
     return out
 
 
+@njit(cache=True, inline="always")
+def _simulate_step(dev, capacity, record, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout,
+                   slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency,
+                   op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed,
+                   host_per_byte, is_sum):
+    """:func:`simulate_core` of ``dev`` (device per op), run a second time with accumulating sums where its first
+    run's peak calls for it. Inlined, so that each caller passes ``record`` as a constant: with a constant the
+    compiler drops the record's branches from the loop, which made a step 2.5-3x faster (docs/findings.md)."""
+    res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst,
+                        output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency,
+                        op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, host_on,
+                        host_fixed, host_per_byte, is_sum, np.zeros(capacity.shape[0], np.bool_), record)
+    rewrite = accumulating_devices(dev, is_sum, res[1], capacity)
+    if rewrite.any():
+        res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout,
+                            slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot,
+                            persistent, concurrency, op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
+                            transfer_overhead, host_on, host_fixed, host_per_byte, is_sum, rewrite, record)
+    return res
+
+
 @njit(cache=True)
-def simulate_row(r, placements, group, capacity, none, runtimes, peaks, busys, moved, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst, output_ptr,
+def simulate_step(dev, capacity, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst,
+                  output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency, op_share,
+                  latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed,
+                  host_per_byte, is_sum):
+    """One step of ``dev`` (device per op) as :func:`simulate_core` returns it, with no record of its schedule."""
+    return _simulate_step(dev, capacity, False, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot,
+                          slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot,
+                          persistent, concurrency, op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
+                          transfer_overhead, host_on, host_fixed, host_per_byte, is_sum)
+
+
+@njit(cache=True)
+def simulate_step_recorded(dev, capacity, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout,
+                           slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent,
+                           concurrency, op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
+                           transfer_overhead, host_on, host_fixed, host_per_byte, is_sum):
+    """:func:`simulate_step` with the record of the schedule and the memory timeline."""
+    return _simulate_step(dev, capacity, True, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot,
+                          slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot,
+                          persistent, concurrency, op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
+                          transfer_overhead, host_on, host_fixed, host_per_byte, is_sum)
+
+
+@njit(cache=True)
+def simulate_row(r, placements, group, capacity, runtimes, peaks, busys, moved, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst, output_ptr,
                  output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency, op_share, latency, route_ptr,
                  route_res, res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed, host_per_byte, is_sum):
-    """Row ``r`` of :func:`simulate_many`: :func:`simulate_core` of ``placements[r]`` (device per group;
-    ``group``: group per op), run a second time with accumulating sums where its first run's peak calls for
-    it (``none``: no device accumulating, read only); written to row r of the outputs. The arguments from
-    ``op_seconds`` on are the core's."""
+    """Row ``r`` of :func:`simulate_many`: the step of ``placements[r]`` (device per group; ``group``: group per
+    op), written to row r of the outputs. The arguments from ``op_seconds`` on are the core's."""
     dev = np.empty(group.shape[0], DEVICE_INDEX)
     for i in range(group.shape[0]):
         dev[i] = placements[r, group[i]]
-    res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst,
-                          output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency,
-                          op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
-                          host_on, host_fixed, host_per_byte, is_sum, none, False)
-    rewrite = accumulating_devices(dev, is_sum, res[1], capacity)
-    if rewrite.any():
-        res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst,
-                          output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency,
-                          op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
-                          host_on, host_fixed, host_per_byte, is_sum, rewrite, False)
+    res = _simulate_step(dev, capacity, False, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot,
+                         slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot,
+                         persistent, concurrency, op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
+                         transfer_overhead, host_on, host_fixed, host_per_byte, is_sum)
     runtimes[r] = res[0]
     peaks[r] = res[1]
     busys[r] = res[2]
@@ -71,9 +109,8 @@ def simulate_many(placements, group, capacity, op_seconds, out_ptr, edge_dst, ed
     [k, device], busy seconds [k, device], bytes moved); records no schedule."""
     k, n_dev = placements.shape[0], capacity.shape[0]
     out = (np.empty(k), np.empty((k, n_dev), np.int64), np.empty((k, n_dev)), np.empty(k, np.int64))
-    none = np.zeros(n_dev, np.bool_)
     for r in range(k):
-        simulate_row(r, placements, group, capacity, none, *out, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst,
+        simulate_row(r, placements, group, capacity, *out, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst,
                           output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency,
                           op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
                           host_on, host_fixed, host_per_byte, is_sum)
@@ -92,9 +129,8 @@ def simulate_many_parallel(placements, group, capacity, op_seconds, out_ptr, edg
     batches ran about 1.5-2x slower (docs/findings.md)."""
     k, n_dev = placements.shape[0], capacity.shape[0]
     out = (np.empty(k), np.empty((k, n_dev), np.int64), np.empty((k, n_dev)), np.empty(k, np.int64))
-    none = np.zeros(n_dev, np.bool_)
     for r in prange(k):
-        simulate_row(r, placements, group, capacity, none, *out, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst,
+        simulate_row(r, placements, group, capacity, *out, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst,
                           output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency,
                           op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
                           host_on, host_fixed, host_per_byte, is_sum)
