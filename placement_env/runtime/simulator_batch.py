@@ -10,8 +10,8 @@ from numba import njit, prange
 
 from .simulator_core import simulate_core
 
-__all__ = ["DEVICE_INDEX", "accumulating_devices", "simulate_many", "simulate_many_parallel", "simulate_row", "simulate_step",
-           "simulate_step_recorded"]
+__all__ = ["DEVICE_INDEX", "accumulating_devices", "simulate_many", "simulate_many_parallel", "simulate_row",
+           "simulate_step", "simulate_step_recorded"]
 
 # The type of a device index per op: int16 (clusters have at most 32,767 devices), so that the device of
 # each op, read at random by the loop, takes a quarter of the cache of int64.
@@ -38,48 +38,50 @@ def accumulating_devices(dev, is_sum, peak, capacity):
 
 
 @njit(cache=True, inline="always")
-def _simulate_step(dev, capacity, record, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout,
-                   slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency,
-                   op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed,
-                   host_per_byte, is_sum):
+def _simulate_step(dev, capacity, record, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot,
+                   slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot,
+                   persistent, concurrency, op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
+                   transfer_overhead, host_on, host_fixed, host_per_byte, is_sum):
     """:func:`simulate_core` of ``dev`` (device per op), run a second time with accumulating sums where its first
     run's peak calls for it. Inlined, so that each caller passes ``record`` as a constant: with a constant the
     compiler drops the record's branches from the loop, which made a step 2.5-3x faster (docs/findings.md)."""
-    res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst,
-                        output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency,
-                        op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, host_on,
-                        host_fixed, host_per_byte, is_sum, np.zeros(capacity.shape[0], np.bool_), record)
+    none = np.zeros(capacity.shape[0], np.bool_)  # no device accumulating
+    res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout,
+                        slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot,
+                        persistent, concurrency, op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
+                        transfer_overhead, host_on, host_fixed, host_per_byte, is_sum, none, record)
     rewrite = accumulating_devices(dev, is_sum, res[1], capacity)
     if rewrite.any():
         res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout,
                             slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot,
-                            persistent, concurrency, op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
-                            transfer_overhead, host_on, host_fixed, host_per_byte, is_sum, rewrite, record)
+                            persistent, concurrency, op_share, latency, route_ptr, route_res, res_bandwidth,
+                            res_latency, transfer_overhead, host_on, host_fixed, host_per_byte, is_sum, rewrite,
+                            record)
     return res
 
 
 @njit(cache=True)
-def simulate_step(dev, capacity, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst,
-                  output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency, op_share,
-                  latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed,
-                  host_per_byte, is_sum):
+def simulate_step(dev, capacity, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout,
+                  slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent,
+                  concurrency, op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
+                  host_on, host_fixed, host_per_byte, is_sum):
     """One step of ``dev`` (device per op) as :func:`simulate_core` returns it, with no record of its schedule."""
-    return _simulate_step(dev, capacity, False, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot,
-                          slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot,
-                          persistent, concurrency, op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
-                          transfer_overhead, host_on, host_fixed, host_per_byte, is_sum)
+    return _simulate_step(dev, capacity, False, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr,
+                          edge_slot, slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot,
+                          out_forward_slot, persistent, concurrency, op_share, latency, route_ptr, route_res,
+                          res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed, host_per_byte, is_sum)
 
 
 @njit(cache=True)
-def simulate_step_recorded(dev, capacity, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout,
-                           slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent,
-                           concurrency, op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
-                           transfer_overhead, host_on, host_fixed, host_per_byte, is_sum):
+def simulate_step_recorded(dev, capacity, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot,
+                           slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot,
+                           out_forward_slot, persistent, concurrency, op_share, latency, route_ptr, route_res,
+                           res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed, host_per_byte, is_sum):
     """:func:`simulate_step` with the record of the schedule and the memory timeline."""
-    return _simulate_step(dev, capacity, True, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot,
-                          slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot,
-                          persistent, concurrency, op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
-                          transfer_overhead, host_on, host_fixed, host_per_byte, is_sum)
+    return _simulate_step(dev, capacity, True, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr,
+                          edge_slot, slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot,
+                          out_forward_slot, persistent, concurrency, op_share, latency, route_ptr, route_res,
+                          res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed, host_per_byte, is_sum)
 
 
 @njit(cache=True)
@@ -91,10 +93,10 @@ def simulate_row(r, placements, group, capacity, runtimes, peaks, busys, moved, 
     dev = np.empty(group.shape[0], DEVICE_INDEX)
     for i in range(group.shape[0]):
         dev[i] = placements[r, group[i]]
-    res = _simulate_step(dev, capacity, False, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot,
-                         slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot,
-                         persistent, concurrency, op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
-                         transfer_overhead, host_on, host_fixed, host_per_byte, is_sum)
+    res = _simulate_step(dev, capacity, False, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr,
+                         edge_slot, slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot,
+                         out_forward_slot, persistent, concurrency, op_share, latency, route_ptr, route_res,
+                         res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed, host_per_byte, is_sum)
     runtimes[r] = res[0]
     peaks[r] = res[1]
     busys[r] = res[2]
