@@ -43,7 +43,7 @@ __all__ = ["PAPER", "TINY", "KINDS", "PATHS", "structure", "build"]
 
 KINDS = ("plain", "residual", "branched")
 PATHS = ("1x1", "3x3", "double_3x3", "pool")
-_BN_EPSILON = 1e-5
+_BN_EPSILON = 1e-5  # ResNet-50's batch norm (resnet50.py), the residual units' origin
 _BN_DECAY = 0.997
 
 

@@ -60,14 +60,19 @@ GENERALISATION_TRAIN_VGG_BN = (*GENERALISATION_TRAIN, ("VGG-16-BN, batch 128", "
 # ResNet-50's), at batch 320 and 416 (single-GPU peak over two dies 0.77 and 1.00).
 GENERALISATION_TRAIN_MOBILENET = (*GENERALISATION_TRAIN, ("MobileNetV2, batch 320", "mobilenet_v2-batch320"),
                                   ("MobileNetV2, batch 416", "mobilenet_v2-batch416"))
+
+
+def _with_random_cnns(count: int) -> tuple[tuple[str, str], ...]:
+    """The train split plus the random CNNs of seeds 0 .. count - 1 (batch 256)."""
+    return (*GENERALISATION_TRAIN, *((f"Random CNN {seed}", f"random_cnn:{seed}") for seed in range(count)))
+
+
 # And a family drawn at random: four random CNNs (seeds 0-3, batch 256: single-GPU peak over two dies 0.56-0.78),
 # each a mix of plain, residual and branched units in its own proportions, so that structure rather than the
 # family's name decides a placement.
-GENERALISATION_TRAIN_RANDOM_CNN = (*GENERALISATION_TRAIN,
-                                   *((f"Random CNN {seed}", f"random_cnn:{seed}") for seed in range(4)))
+GENERALISATION_TRAIN_RANDOM_CNN = _with_random_cnns(4)
 # ... and twice as many (seeds 0-7; seeds 4-7: 0.54-0.77).
-GENERALISATION_TRAIN_RANDOM_CNN_8 = (*GENERALISATION_TRAIN,
-                                     *((f"Random CNN {seed}", f"random_cnn:{seed}") for seed in range(8)))
+GENERALISATION_TRAIN_RANDOM_CNN_8 = _with_random_cnns(8)
 
 
 def _on_k80(models: tuple[tuple[str, str], ...]) -> tuple[Task, ...]:
