@@ -52,6 +52,9 @@ def test_suites_split_families_on_the_k80_machines():
     assert {t.benchmark for t in with_random[len(train):]} == {f"random_cnn:{seed}" for seed in range(4)}
     assert load_suite("generalisation-train-random-cnn-8")[:len(with_random)] == with_random
     assert len(load_suite("generalisation-train-random-cnn-8")) == len(train) + 2 * 8
+    with_test_graph = load_suite("generalisation-train-plus-resnet50")
+    assert with_test_graph[:len(train)] == train
+    assert [t.name for t in with_test_graph[len(train):]] == ["resnet50-k80-2gpu", "resnet50-k80-4gpu"]
 
 
 @pytest.mark.parametrize("decoder", DECODERS)
