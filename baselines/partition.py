@@ -25,6 +25,13 @@ elsewhere), run in a temporary directory. Files (Scotch user's manual):
     uniform chain of 230 vertices maps 30/100/100 onto loads 3/10/10, as with ``cmpltw``);
   - mapping (its output): ``<n>`` then ``<vertex> <target index>`` lines.
 
+  Scotch 7 maps with threads, one per core by default, and its answer then depends on the number of cores
+  and on thread timing: on 2 cores about 1 run in 100 differs, on 8 or 16 nearly every run does (measured on
+  BERT / 4 GPUs with Debian's 7.0.3, ``docs/findings.md``). The mapper therefore runs with ``-Cd``
+  ("deterministic behavior, even across multiple threads", ``gmap -h``), which gives one mapping for any
+  number of threads (``SCOTCH_PTHREAD_NUMBER`` 1 to 16 checked), so MinCut and Scotch are the same baselines
+  on every machine. Scotch 6 has no ``-C`` option and runs without one (not checked for threads).
+
 ``mincut``: the same mapping with the CPUs removed from the targets (GPUs only).
 
 ``metis``: ``pymetis.part_graph`` on the same weighted graph with ``tpwgts`` = the devices'
@@ -38,6 +45,8 @@ this is the only way anything lands on a CPU: groups with no GPU kernel must run
 """
 from __future__ import annotations
 
+import functools
+import re
 import shutil
 import subprocess
 import tempfile
@@ -161,6 +170,17 @@ def _is_scotch(path: str) -> bool:
     return "gpart" in out.stdout + out.stderr or "Scotch" in out.stdout + out.stderr
 
 
+@functools.cache
+def _determinism_options(mapper: str) -> tuple[str, ...]:
+    """``("-Cd",)`` for Scotch 7 and later (a mapping that does not depend on threads), nothing before."""
+    try:
+        out = subprocess.run([mapper, "-V"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    version = re.search(r"version (\d+)\.", out.stdout + out.stderr)
+    return ("-Cd",) if version and int(version.group(1)) >= 7 else ()
+
+
 def _find_amk_grf(mapper: str) -> str | None:
     sibling = Path(mapper).with_name("amk_grf")
     if sibling.is_file():
@@ -229,7 +249,7 @@ def target_text(problem: Problem, devices: np.ndarray, workdir: str, mapper: str
 def run_mapper(source: str, target: str, *, cwd: str, mapper: str | None = None) -> np.ndarray:
     """Run Scotch's static mapper on source/target files in ``cwd``; int [n_vertices] target indices."""
     mapper = mapper or find_mapper()
-    _run([mapper, source, target, "mapping.map"], cwd, "Scotch mapper")
+    _run([mapper, *_determinism_options(mapper), source, target, "mapping.map"], cwd, "Scotch mapper")
     text = Path(cwd, "mapping.map").read_text()
     numbers = text.split()
     try:

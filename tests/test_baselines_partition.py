@@ -115,6 +115,18 @@ def test_scotch_target_uses_link_bandwidths_when_they_differ(graphs, tmp_path):
 
 
 @needs_scotch
+def test_mapping_is_the_same_for_any_number_of_mapper_threads(monkeypatch):
+    # without -Cd, Scotch 7 on 8 threads maps bert-tiny (244 groups) differently on nearly every run
+    problem = Problem.make(pe.load_benchmark("bert-tiny"), pe.load_cluster("paper-4gpu"))
+    placements = []
+    for threads in (1, 8, 8, 8, 16):
+        monkeypatch.setenv("SCOTCH_PTHREAD_NUMBER", str(threads))
+        placements.append(partition.mincut(problem))
+    for placement in placements[1:]:
+        np.testing.assert_array_equal(placement, placements[0])
+
+
+@needs_scotch
 @pytest.mark.parametrize("benchmark", BENCHMARKS)
 def test_scotch_spreads_load_over_several_devices(graphs, benchmark):
     problem = _problem(graphs, benchmark, "paper-4gpu")
