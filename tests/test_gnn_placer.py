@@ -235,6 +235,22 @@ def test_a_stop_request_ends_pretraining_with_its_files_written(tmp_path):
     assert meta["updates"] == 0 and meta["memory_margin"] >= 1.0
 
 
+def test_pretraining_with_one_seed_and_budget_gives_the_same_network_twice(tmp_path):
+    from agents.gnn_placer.training import pretrain
+
+    config = small_config()
+    budget = 4 * config.samples * config.graphs_per_update  # a few updates; the budget, not the clock, stops them
+    results = [pretrain(tmp_path / run, suite="tiny", minutes=5, budget=budget, seed=0, config=config,
+                        imitation_steps=2, progress=False) for run in ("first", "second")]
+    assert results[0].updates == results[1].updates >= 2
+    first, second = (load_network(tmp_path / run / "checkpoint.pt")[0].state_dict() for run in ("first", "second"))
+    for name, weights in first.items():
+        assert torch.equal(weights, second[name]), name
+    logs = [[line.split(",")[:2] + line.split(",")[3:] for line in (tmp_path / run / "log.csv").read_text().splitlines()]
+            for run in ("first", "second")]  # every column but the wall-clock seconds
+    assert logs[0] == logs[1]
+
+
 def _with_gpu_memory(cluster, device: int, memory_bytes: int):
     devices = list(cluster.devices)
     devices[device] = dataclasses.replace(devices[device], memory_bytes=int(memory_bytes))
