@@ -162,22 +162,24 @@ def find_mapper() -> str:
         f"'{SCOTCH_INSTALL}' (Debian/Ubuntu, as root) or build Scotch from https://gitlab.inria.fr/scotch/scotch")
 
 
-def _is_scotch(path: str) -> bool:
+@functools.cache
+def _version_banner(path: str) -> str:
+    """What ``path -V`` prints (stdout and stderr), or "" when it does not run."""
     try:
         out = subprocess.run([path, "-V"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
-        return False
-    return "gpart" in out.stdout + out.stderr or "Scotch" in out.stdout + out.stderr
+        return ""
+    return out.stdout + out.stderr
 
 
-@functools.cache
+def _is_scotch(path: str) -> bool:
+    banner = _version_banner(path)
+    return "gpart" in banner or "Scotch" in banner
+
+
 def _determinism_options(mapper: str) -> tuple[str, ...]:
     """``("-Cd",)`` for Scotch 7 and later (a mapping that does not depend on threads), nothing before."""
-    try:
-        out = subprocess.run([mapper, "-V"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return ()
-    version = re.search(r"version (\d+)\.", out.stdout + out.stderr)
+    version = re.search(r"version (\d+)\.", _version_banner(mapper))
     return ("-Cd",) if version and int(version.group(1)) >= 7 else ()
 
 
