@@ -16,6 +16,7 @@ import json
 import math
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -151,6 +152,26 @@ def _algorithm_class(algorithm: str) -> Any:
     return Algorithm
 
 
+@contextmanager
+def _without_distribution_checks():
+    """torch.distributions' argument checks off inside (or in the function it decorates), back as they were after.
+
+    SB3 builds one ``Categorical`` per group for every observation it acts on or learns from, and checking
+    every logit and sample took a third to a half of a training run's time (``DevicePlacement-Tiny-v0``,
+    one seed, the same results either way: PPO and A2C oneshot, 1,280 steps, 33.5 -> 22.2 s and 29.8 -> 13.3 s;
+    MaskablePPO sequential, 4,096 steps, 16.4 -> 11.8 s). SB3's logits and actions are valid by construction.
+    """
+    import torch
+
+    previous = torch.distributions.Distribution._validate_args
+    torch.distributions.Distribution.set_default_validate_args(False)
+    try:
+        yield
+    finally:
+        torch.distributions.Distribution.set_default_validate_args(previous)
+
+
+@_without_distribution_checks()
 def train(env_id: str = "DevicePlacement-v0", *, algorithm: str = "PPO", seconds: float | None = 120.0,
           total_timesteps: int = 10**9, seed: int = 0, policy_kwargs: dict | None = None,
           algorithm_kwargs: dict | None = None, resume_from: str | Path | None = None, progress: Any = None,

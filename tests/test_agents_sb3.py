@@ -36,6 +36,18 @@ def test_agent_beats_random_placements(algorithm, mode, steps, kwargs):
     assert late < early
 
 
+def test_training_leaves_torch_distribution_checks_as_they_were():
+    import torch
+
+    try:
+        for default in (False, True):
+            torch.distributions.Distribution.set_default_validate_args(default)
+            train(TINY, algorithm="PPO", seconds=None, total_timesteps=64)
+            assert torch.distributions.Distribution._validate_args is default
+    finally:
+        torch.distributions.Distribution.set_default_validate_args(True)
+
+
 def test_unknown_algorithm():
     with pytest.raises(ValueError, match="algorithm='DQN'; expected one of 'PPO', 'A2C', 'MaskablePPO'"):
         train(TINY, algorithm="DQN")

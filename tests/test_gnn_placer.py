@@ -19,8 +19,6 @@ from agents.gnn_placer.rewards import FAILED_RATIO, advantages, rewards
 from placement_env.errors import CheckpointMismatchError
 from placement_env.harness import load_suite, run_suite
 
-torch.set_num_threads(1)
-
 
 def task_of(graph, cluster_name: str, name: str = ""):
     return make_task(pe.Problem.make(graph, pe.load_cluster(cluster_name), benchmark=graph.name), name)

@@ -131,17 +131,6 @@ def test_example_extractor_passes_messages_along_the_edges():
     assert not torch.allclose(features, without_edges)
 
 
-@pytest.fixture()
-def one_torch_thread():
-    """Small networks on a shared CPU: torch's extra threads only wait on each other (3x slower here)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def test_example_trains_ppo(capsys, one_torch_thread):
+def test_example_trains_ppo(capsys):
     assert _example().main(["--timesteps", "64"]) == 0
     assert "64 steps, 64 episodes" in capsys.readouterr().out

@@ -5,8 +5,8 @@
 every interface), and Ray's single-machine mode, which keeps 127.0.0.1, refuses a second node. So the
 cluster runs where 127.0.0.1 is the only address there is: in a private network namespace, as the TF
 workers do, which is also a private PID namespace, so that every process of the cluster ends with the
-test, whatever happens. This file runs itself there as a script (``--inside DIR``): it starts the head
-and a second node with ``ray start`` (token authentication on, as Ray recommends), runs
+test, whatever happens. This file runs itself there as a script (``--inside DIR RAY_TEMP_DIR``): it
+starts the head and a second node with ``ray start`` (token authentication on, as Ray recommends), runs
 ``python -m agents.reinforce_seq2seq --ray-address`` against them while it watches every listening
 socket in the namespace, stops the cluster with ``ray stop`` and prints a JSON report.
 """
@@ -19,6 +19,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -79,13 +80,12 @@ def _reap() -> None:
         pass
 
 
-def inside(folder: Path) -> dict:
+def inside(folder: Path, temp_dir: Path) -> dict:
     from placement_env.runtime.local_driver import bring_loopback_up
     from socket_helpers import listening_sockets
 
     bring_loopback_up()
     env = dict(os.environ, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
-    temp_dir = folder / "ray"
     _ray("start", "--head", "--port=0", "--node-ip-address=127.0.0.1", f"--temp-dir={temp_dir}",
          "--include-dashboard=false", *NODE_OPTIONS, env=env)
     address = (temp_dir / "ray_current_cluster").read_text().strip()
@@ -117,13 +117,19 @@ def report(tmp_path_factory):
     if prefix is None:
         pytest.skip("no private network and PID namespaces (unshare) on this machine")
     folder = tmp_path_factory.mktemp("ray-cluster")
+    # Ray's sockets live under its temp dir and a Unix socket path has at most 107 bytes, so Ray gets a
+    # short one in /tmp (as its default, /tmp/ray), not one under pytest's deep tmp_path
+    temp_dir = tempfile.mkdtemp(prefix="ray-", dir="/tmp")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]))
-    out = subprocess.run([*prefix, sys.executable, os.path.abspath(__file__), "--inside", str(folder)],
-                         capture_output=True, text=True, timeout=900, env=env, cwd=ROOT)
-    assert out.returncode == 0, out.stderr[-4000:]
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    result["folder"] = str(folder)
-    return result
+    try:
+        out = subprocess.run([*prefix, sys.executable, os.path.abspath(__file__), "--inside", str(folder), temp_dir],
+                             capture_output=True, text=True, timeout=900, env=env, cwd=ROOT)
+        assert out.returncode == 0, out.stderr[-4000:]
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        result["marks"] = [str(folder), temp_dir]
+        yield result
+    finally:
+        shutil.rmtree(temp_dir, ignore_errors=True)
 
 
 @pytest.mark.slow
@@ -155,7 +161,8 @@ def test_ray_stop_leaves_nothing_running(report):
     leftovers = []
     for entry in os.listdir("/proc"):  # and nothing of the cluster outlived its namespace on the host
         try:
-            if entry.isdigit() and report["folder"].encode() in Path(f"/proc/{entry}/cmdline").read_bytes():
+            if entry.isdigit() and any(mark.encode() in Path(f"/proc/{entry}/cmdline").read_bytes()
+                                       for mark in report["marks"]):
                 leftovers.append(int(entry))
         except OSError:
             pass
@@ -163,4 +170,4 @@ def test_ray_stop_leaves_nothing_running(report):
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--inside"]:
-    print(json.dumps(inside(Path(sys.argv[2]))))
+    print(json.dumps(inside(Path(sys.argv[2]), Path(sys.argv[3]))))
