@@ -69,6 +69,12 @@ def check_task_arguments(parser: argparse.ArgumentParser, args: argparse.Namespa
         parser.error(f"argument --cluster: {error}")
 
 
+def add_threads_argument(parser: argparse.ArgumentParser, default: int) -> None:
+    """``--threads``: torch's thread count, on which a seeded run depends (``agents.torch_threads``)."""
+    parser.add_argument("--threads", type=positive_int, default=default,
+                        help="torch threads; a seed gives the same run for the same count (default: %(default)s)")
+
+
 def add_timeout_argument(parser: argparse.ArgumentParser) -> None:
     """``--timeout SECONDS``: the measured runtime's limit on one try at measuring a placement."""
     parser.add_argument("--timeout", type=positive_float, default=None, metavar="SECONDS",

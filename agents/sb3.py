@@ -25,11 +25,12 @@ import gymnasium as gym
 import numpy as np
 from tqdm import tqdm
 
-from agents.arguments import (add_timeout_argument, check_out_dir, check_task_arguments, measured_options,
-                              positive_float, positive_int)
+from agents.arguments import (add_threads_argument, add_timeout_argument, check_out_dir, check_task_arguments,
+                              measured_options, positive_float, positive_int)
 from agents.report import baseline_table, curve_references, plot_curve
 from agents.run_files import (BEST_JSON, BEST_PB, CURVE, LOG, TENSORBOARD, TensorBoardLog, atomic_write, export_best,
                               read_log, run_dir, write_log)
+from agents.torch_threads import HARNESS_THREADS
 from placement_env.env.core import MODES
 from placement_env.errors import InfrastructureError
 from placement_env.evaluation import RUNTIMES
@@ -275,6 +276,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--out-dir", default=None,
                         help="output folder (default: runs/sb3/<algorithm>-<benchmark>-<cluster>-<runtime>)")
     parser.add_argument("--resume", action="store_true", help="continue OUT_DIR/model.zip")
+    add_threads_argument(parser, default=HARNESS_THREADS)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--no-baselines", action="store_true", help="skip the baseline table")
     return parser
@@ -287,6 +289,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     options = measured_options(parser, args)
     check_out_dir(parser, args)
     import_tensorflow_quietly()  # the op costs need TF; its start-up notices would bury the progress bar
+    import torch
+
+    torch.set_num_threads(args.threads)
     mode = args.mode or ("sequential" if args.algorithm == "MaskablePPO" else "oneshot")
     if mode != "oneshot" and args.algorithm != "MaskablePPO":
         parser.error(f"argument --mode: {args.algorithm} trains on mode 'oneshot' only; use --algorithm MaskablePPO "

@@ -589,3 +589,28 @@ def test_timeout_flag_gives_the_measured_runtime_its_timeout():
     add_timeout_argument(parser)
     assert measured_options(parser, parser.parse_args(["--runtime", "measured", "--timeout", "30"])) == {"timeout_s": 30.0}
     assert measured_options(parser, parser.parse_args(["--runtime", "measured"])) is None  # scaled to the graph
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("callers_threads", [1, 3])
+def test_a_stored_row_comes_back_whatever_torch_threads_the_caller_runs(callers_threads):
+    """The harness trains on its own torch thread count: without it, one thread gives this row another placement."""
+    from placement_env.harness import load_suite
+    from placement_env.problem import Problem, solve
+
+    method, task_name, budget, seed = "agents.reinforce_seq2seq:place", "rnnlm-2gpu", 1000, 2
+    rows = [json.loads(line) for line in (pathlib.Path(__file__).parents[1] / "docs/paper_results.jsonl").open()]
+    stored = next(row for row in rows if (row["method"], row["task"], row["budget"], row["seed"])
+                  == (method, task_name, budget, seed))
+    task = next(task for task in load_suite("paper") if task.name == task_name)
+    evaluator = pe.Evaluator(pe.load_benchmark(task.benchmark), pe.load_cluster(task.cluster), task.runtime)
+    problem = Problem(graph=evaluator.graph, cluster=evaluator.cluster, evaluator=evaluator, benchmark=task.benchmark,
+                      budget=budget, rng=np.random.default_rng(seed))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(callers_threads)
+    try:
+        placement = solve(method, problem).placement
+        assert torch.get_num_threads() == callers_threads
+    finally:
+        torch.set_num_threads(threads)
+    assert placement.tolist() == stored["placement"]

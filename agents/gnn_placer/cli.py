@@ -9,7 +9,8 @@ import signal
 import sys
 import threading
 
-from agents.arguments import check_out_dir, non_negative_float, non_negative_int, positive_float, positive_int
+from agents.arguments import (add_threads_argument, check_out_dir, non_negative_float, non_negative_int, positive_float,
+                              positive_int)
 from agents.run_files import run_dir
 
 from .network import DECODERS
@@ -38,7 +39,7 @@ def parser() -> argparse.ArgumentParser:
                    help="independent: one device choice per group given the encoding; sequential: groups placed in "
                         "topological order, each seeing where the ones before went (default: %(default)s)")
     p.add_argument("--entropy", type=non_negative_float, default=Config.entropy, help="entropy bonus")
-    p.add_argument("--threads", type=positive_int, default=1, help="torch threads (default: %(default)s)")
+    add_threads_argument(p, default=1)
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 

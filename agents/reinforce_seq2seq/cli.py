@@ -17,10 +17,11 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from agents.arguments import (add_timeout_argument, check_out_dir, check_task_arguments, measured_options,
-                              non_negative_float, non_negative_int, positive_float, positive_int)
+from agents.arguments import (add_threads_argument, add_timeout_argument, check_out_dir, check_task_arguments,
+                              measured_options, non_negative_float, non_negative_int, positive_float, positive_int)
 from agents.report import baseline_table, curve_references, plot_curve
 from agents.run_files import BEST_JSON, BEST_PB, CURVE, export_best
+from agents.torch_threads import HARNESS_THREADS
 from placement_env import (METHODS, CheckpointMismatchError, ParallelEvaluator, PlacementEnvError, load_benchmark,
                            load_cluster)
 from placement_env.evaluation import RUNTIMES
@@ -83,6 +84,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="worker processes or Ray actors for --backend process|ray (default: 2)")
     parser.add_argument("--ray-address", default=None,
                         help="Ray cluster address (host:port, ray://host:port or auto); implies --backend ray")
+    add_threads_argument(parser, default=HARNESS_THREADS)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--no-baselines", action="store_true", help="skip the baseline table")
     return parser
@@ -171,6 +173,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     _check_flags(parser, args)
     options = measured_options(parser, args)
     import_tensorflow_quietly()  # the op costs need TF; its start-up notices would bury the progress bar
+    import torch
+
+    torch.set_num_threads(args.threads)
     config = _config(args)
     signal.signal(signal.SIGTERM, _interrupted)
     out = Path(args.out_dir) if args.out_dir else default_out_dir(args.benchmark, args.cluster, args.runtime)
