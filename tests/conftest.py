@@ -1,4 +1,4 @@
-"""Shared fixtures: a private graph cache and one torch thread per test session, and small TF graphs."""
+"""Shared fixtures: a private graph cache per test session, one torch thread per test, and small TF graphs."""
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -18,9 +18,10 @@ def _private_cache(tmp_path_factory):
         os.environ["PLACEMENT_ENV_CACHE"] = previous
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(autouse=True)
 def _one_torch_thread():
-    """One torch thread in every test process, whatever the machine's cores.
+    """Every test starts on one torch thread, whatever the machine's cores and the tests before it did
+    (a command line run in-process sets its ``--threads``).
 
     The training tests assert what a seeded run learns, and a run's float sums, so its trajectory,
     depend on torch's thread count (MaskablePPO on the tiny env: 1.40 ms with one thread, 2.37 ms with
