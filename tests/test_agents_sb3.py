@@ -56,7 +56,8 @@ def test_unknown_algorithm():
 def test_cli_writes_outputs_resumes_and_refuses_other_runs(tmp_path, capsys):
     from agents.sb3 import main
 
-    args = ["--benchmark", "rnnlm-tiny", "--steps", "128", "--out-dir", str(tmp_path), "--no-progress"]
+    args = ["--benchmark", "rnnlm-tiny", "--steps", "128", "--out-dir", str(tmp_path), "--no-progress",
+            "--threads", "1"]  # two torch threads (the default) beside the other test process wait on each other
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "| **PPO**" in out and "| expert" in out and "lower bound" in out
