@@ -15,12 +15,12 @@ from placement_env import Problem
 from placement_env.errors import BudgetExhausted
 
 from .sb3 import train
-from .torch_threads import HARNESS_THREADS, torch_threads
+from .torch_threads import on_harness_threads
 
 DEFAULT_BUDGET = 2000  # evaluations when the problem has no budget
 
 
-@torch_threads(HARNESS_THREADS)
+@on_harness_threads
 def _place(problem: Problem, algorithm: str) -> np.ndarray:
     budget = problem.budget_left if problem.budget is not None else DEFAULT_BUDGET
     seed = int(problem.rng.integers(2**31 - 1))

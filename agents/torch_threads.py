@@ -3,22 +3,36 @@
 A seeded run's float sums, so what it learns, depend on torch's thread count, and torch's default is
 one thread per core: the same seed would give another run on a machine with another number of cores
 (the seq2seq agent on NMT / 2 GPUs, seed 0: one thread and two part at the 6th update). So the harness
-adapters run on :data:`HARNESS_THREADS`, and the command lines take ``--threads``.
+methods run on a set count, ``$AGENT_TORCH_THREADS`` or :data:`HARNESS_THREADS`, and the command lines
+take ``--threads``.
 """
 from __future__ import annotations
 
+import functools
+import os
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
+THREADS_ENV = "AGENT_TORCH_THREADS"
 # What docs/*_results.jsonl were made with (torch's default on the 2-core machine that ran them): their
 # agent rows reproduce with two threads (rnnlm-2gpu at 1,000 evaluations, seeds 0-2: every seq2seq and
 # A2C placement), and not all of them with one.
 HARNESS_THREADS = 2
 
 
+def harness_threads() -> int:
+    """``$AGENT_TORCH_THREADS`` if set (one on a machine busy with something else), else ``HARNESS_THREADS``."""
+    text = os.environ.get(THREADS_ENV)
+    if text is None:
+        return HARNESS_THREADS
+    if not text.strip().isdigit() or int(text) < 1:
+        raise ValueError(f"{THREADS_ENV}={text!r}; expected a whole number of torch threads, 1 or more")
+    return int(text)
+
+
 @contextmanager
 def torch_threads(threads: int) -> Iterator[None]:
-    """torch on ``threads`` threads inside (or in the function it decorates), back as it was after."""
+    """torch on ``threads`` threads inside, back as it was after."""
     import torch
 
     previous = torch.get_num_threads()
@@ -27,3 +41,12 @@ def torch_threads(threads: int) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(previous)
+
+
+def on_harness_threads(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A harness method that trains on :func:`harness_threads` torch threads, whatever the caller's."""
+    @functools.wraps(method)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with torch_threads(harness_threads()):
+            return method(*args, **kwargs)
+    return run

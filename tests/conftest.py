@@ -18,6 +18,19 @@ def _private_cache(tmp_path_factory):
         os.environ["PLACEMENT_ENV_CACHE"] = previous
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _harness_methods_on_one_torch_thread():
+    """The agents' harness methods train on one torch thread here (their default two, beside the other
+    test process, wait on each other: 20 s -> 70 s for one seq2seq row); a test of the default unsets it."""
+    previous = os.environ.get("AGENT_TORCH_THREADS")
+    os.environ["AGENT_TORCH_THREADS"] = "1"
+    yield
+    if previous is None:
+        os.environ.pop("AGENT_TORCH_THREADS", None)
+    else:
+        os.environ["AGENT_TORCH_THREADS"] = previous
+
+
 @pytest.fixture(autouse=True)
 def _one_torch_thread():
     """Every test starts on one torch thread, whatever the machine's cores and the tests before it did

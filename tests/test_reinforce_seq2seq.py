@@ -595,11 +595,27 @@ def test_timeout_flag_gives_the_measured_runtime_its_timeout():
     assert measured_options(parser, parser.parse_args(["--runtime", "measured"])) is None  # scaled to the graph
 
 
+def test_harness_threads_come_from_the_environment(monkeypatch):
+    from agents.torch_threads import THREADS_ENV, harness_threads
+
+    monkeypatch.delenv(THREADS_ENV)
+    assert harness_threads() == 2
+    monkeypatch.setenv(THREADS_ENV, "3")
+    assert harness_threads() == 3
+    for bad in ("0", "two", "-1", ""):
+        monkeypatch.setenv(THREADS_ENV, bad)
+        with pytest.raises(ValueError, match=f"AGENT_TORCH_THREADS='{bad}'; expected a whole number of torch threads"):
+            harness_threads()
+
+
 @pytest.mark.slow
-def test_a_stored_row_comes_back_whatever_torch_threads_the_caller_runs():
+def test_a_stored_row_comes_back_whatever_torch_threads_the_caller_runs(monkeypatch):
     """The harness trains on its own torch thread count: without it, one thread gives this row another placement."""
+    from agents.torch_threads import THREADS_ENV
     from placement_env.harness import load_suite
     from placement_env.problem import Problem, solve
+
+    monkeypatch.delenv(THREADS_ENV)  # the default, which made the stored rows
 
     method, task_name, budget, seed = "agents.reinforce_seq2seq:place", "rnnlm-2gpu", 1000, 2
     rows = [json.loads(line) for line in (pathlib.Path(__file__).parents[1] / "docs/paper_results.jsonl").open()]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.torch_threads import HARNESS_THREADS, torch_threads
+from agents.torch_threads import on_harness_threads
 from placement_env import Problem
 from placement_env.errors import CheckpointMismatchError
 
@@ -51,14 +51,14 @@ def memory_margin(meta: dict, checkpoint: Path | None) -> float:
     return float(meta["memory_margin"])
 
 
-@torch_threads(HARNESS_THREADS)
+@on_harness_threads
 def place_zero_shot(problem: Problem, *, checkpoint: Path | None = None) -> np.ndarray:
     """Harness method: the checkpoint's greedy placement, fitted into memory (no evaluation)."""
     net, config, meta = load_network(checkpoint)
     return zero_shot(Trainer(net, config), make_task(problem), memory_margin(meta, checkpoint))
 
 
-@torch_threads(HARNESS_THREADS)
+@on_harness_threads
 def place_fine_tune(problem: Problem, *, checkpoint: Path | None = None, samples: int = 16) -> np.ndarray:
     """Harness method: from the checkpoint, REINFORCE on ``problem`` alone within its budget (batches of up to
     ``samples``, smaller for small budgets so there are at least 10 updates); the best placement evaluated."""

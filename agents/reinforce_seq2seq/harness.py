@@ -7,7 +7,7 @@ import dataclasses
 
 import numpy as np
 
-from agents.torch_threads import HARNESS_THREADS, torch_threads
+from agents.torch_threads import on_harness_threads
 from placement_env import Measurement, Problem
 
 from .config import FINE_TUNING, SELF_IMITATION, Config
@@ -17,12 +17,13 @@ from .training import run_updates
 from .warm_start import warm_start
 
 
-@torch_threads(HARNESS_THREADS)
+@on_harness_threads
 def place(problem: Problem, *, samples: int = 16, seconds: float | None = None, config: Config | None = None,
           default_budget: int = 2000) -> np.ndarray:
     """Harness method: train within ``problem.budget`` evaluations (``default_budget`` if unlimited) through
-    ``problem.evaluate``; return the best placement seen (the greedy one if nothing ran). Runs torch on
-    ``HARNESS_THREADS`` threads, whatever the machine's cores, so a seed gives the same row anywhere."""
+    ``problem.evaluate``; return the best placement seen (the greedy one if nothing ran). Trains on
+    ``agents.torch_threads.harness_threads()`` torch threads (two unless ``$AGENT_TORCH_THREADS`` says), whatever
+    the machine's cores, so a seed gives the same row anywhere."""
     budget = problem.budget if problem.budget is not None else default_budget
     budget = int(min(budget, problem.evaluations + problem.budget_left))
     k = max(1, min(samples, budget // 8)) if budget >= 2 else 1  # small budgets: more, smaller updates
