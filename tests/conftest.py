@@ -9,26 +9,18 @@ import pytest  # noqa: E402
 @pytest.fixture(scope="session", autouse=True)
 def _private_cache(tmp_path_factory):
     """Builds in tests go to a fresh cache, so cold builds are exercised and user caches untouched."""
-    previous = os.environ.get("PLACEMENT_ENV_CACHE")
-    os.environ["PLACEMENT_ENV_CACHE"] = str(tmp_path_factory.mktemp("graph_cache"))
-    yield
-    if previous is None:
-        os.environ.pop("PLACEMENT_ENV_CACHE", None)
-    else:
-        os.environ["PLACEMENT_ENV_CACHE"] = previous
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PLACEMENT_ENV_CACHE", str(tmp_path_factory.mktemp("graph_cache")))
+        yield
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _harness_methods_on_one_torch_thread():
     """The agents' harness methods train on one torch thread here (their default two, beside the other
     test process, wait on each other: 20 s -> 70 s for one seq2seq row); a test of the default unsets it."""
-    previous = os.environ.get("AGENT_TORCH_THREADS")
-    os.environ["AGENT_TORCH_THREADS"] = "1"
-    yield
-    if previous is None:
-        os.environ.pop("AGENT_TORCH_THREADS", None)
-    else:
-        os.environ["AGENT_TORCH_THREADS"] = previous
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AGENT_TORCH_THREADS", "1")
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -42,14 +34,14 @@ def _one_torch_thread():
     on each other on a shared CPU; the suite runs one test process per core.
     """
     try:
-        import torch
+        import torch  # noqa: F401
     except ImportError:  # a set-up without the agents' extra: the tests that need torch skip themselves
         yield
         return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+    from agents.torch_threads import torch_threads
+
+    with torch_threads(1):
+        yield
 
 
 @pytest.fixture()
