@@ -24,18 +24,26 @@ The modules, in the order they build on each other:
 * ``trainer``: :class:`Config` and :class:`Trainer`, REINFORCE over several graphs per update;
 * ``checkpoint``: saving and loading the network (plain tensors, ``weights_only`` loading);
 * ``curve``, ``training``: :func:`pretrain` across a suite, with its log, curve and checkpoint;
-* ``harness``: :func:`place_zero_shot`, :func:`place_fine_tune`, the ``method(problem)`` adapters;
-* ``cli``: ``python -m agents.gnn_placer`` (``--help``).
+* ``cost_model``: :class:`CostNet`, a learned cost model that predicts a placement's step time from the group
+  graph, and its inputs; ``cost_data``, ``cost_training``: the train tasks' measured placements it learns from
+  and its training; ``refine``: local search on it, which improves a zero-shot placement without evaluations;
+* ``harness``: :func:`place_zero_shot`, :func:`place_zero_shot_refined`, :func:`place_fine_tune`, the
+  ``method(problem)`` adapters;
+* ``cli``: ``python -m agents.gnn_placer`` (``--help``); ``train_cost_model``: ``python -m
+  agents.gnn_placer.train_cost_model``.
 """
-from .checkpoint import CHECKPOINT_ENV, PRETRAINED, load_network, save_checkpoint
+from .checkpoint import (CHECKPOINT_ENV, COST_MODEL_ENV, PRETRAINED, PRETRAINED_COST_MODEL, load_cost_model,
+                         load_network, save_checkpoint, save_cost_model)
+from .cost_model import CostInput, CostNet, cost_input
 from .graph_input import DEVICE_SLOTS, GraphInput, graph_input
-from .harness import place_fine_tune, place_zero_shot
+from .harness import place_fine_tune, place_zero_shot, place_zero_shot_refined
 from .network import GnnPlacerNet
 from .task import PlacementTask, make_task
 from .trainer import Config, Trainer
 
 __all__ = [
-    "CHECKPOINT_ENV", "Config", "DEVICE_SLOTS", "GnnPlacerNet", "GraphInput", "PRETRAINED", "PlacementTask",
-    "Trainer", "graph_input", "load_network", "make_task", "place_fine_tune", "place_zero_shot",
-    "save_checkpoint",
+    "CHECKPOINT_ENV", "COST_MODEL_ENV", "Config", "CostInput", "CostNet", "DEVICE_SLOTS", "GnnPlacerNet", "GraphInput",
+    "PRETRAINED", "PRETRAINED_COST_MODEL", "PlacementTask", "Trainer", "cost_input", "graph_input", "load_cost_model",
+    "load_network", "make_task", "place_fine_tune", "place_zero_shot", "place_zero_shot_refined", "save_checkpoint",
+    "save_cost_model",
 ]

@@ -4,7 +4,9 @@
 ``place_zero_shot`` answers without evaluating anything on the graph (any budget, 0 included): the greedy
 placement of the checkpoint's network, with groups moved off any device whose estimated peak memory is over
 its capacity divided by the checkpoint's memory margin, then groups on the CPU moved to GPUs with room
-(:mod:`.memory_fit`). ``place_fine_tune`` evaluates that placement, then trains the
+(:mod:`.memory_fit`). ``place_zero_shot_refined`` answers without evaluating anything either: that placement,
+improved by local search on the learned cost model (``cost_model.pt`` beside this file or
+``$GNN_PLACER_COST_MODEL``; :mod:`.refine`). ``place_fine_tune`` evaluates that placement, then trains the
 network on this one graph with the pre-training's update (REINFORCE with self-imitation of the best placement
 so far, :class:`Trainer`) at a lower learning rate within ``problem.budget`` evaluations, and returns the
 fastest placement it evaluated.
@@ -20,8 +22,10 @@ from agents.torch_threads import on_harness_threads
 from placement_env import Problem
 from placement_env.errors import CheckpointMismatchError
 
-from .checkpoint import HOW_TO_TRAIN, checkpoint_path, load_network
+from .checkpoint import HOW_TO_TRAIN, checkpoint_path, load_cost_model, load_network
+from .cost_model import cost_input
 from .memory_fit import ESTIMATE, fit_in_memory, return_to_gpus
+from .refine import refine
 from .task import PlacementTask, make_task
 from .trainer import Trainer
 
@@ -56,6 +60,17 @@ def place_zero_shot(problem: Problem, *, checkpoint: Path | None = None) -> np.n
     """Harness method: the checkpoint's greedy placement, fitted into memory (no evaluation)."""
     net, config, meta = load_network(checkpoint)
     return zero_shot(Trainer(net, config), make_task(problem), memory_margin(meta, checkpoint))
+
+
+@on_harness_threads
+def place_zero_shot_refined(problem: Problem, *, checkpoint: Path | None = None,
+                            cost_model: Path | None = None) -> np.ndarray:
+    """Harness method: the zero-shot placement, refined by local search on the cost model (no evaluation)."""
+    net, config, meta = load_network(checkpoint)
+    cost, _ = load_cost_model(cost_model)
+    margin = memory_margin(meta, checkpoint)
+    start = zero_shot(Trainer(net, config), make_task(problem), margin)
+    return refine(problem, start, cost, cost_input(problem), margin=margin)[0]
 
 
 @on_harness_threads

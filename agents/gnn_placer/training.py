@@ -178,14 +178,20 @@ def remeasure_margin(path: Path) -> float:
     pre-training does when it writes one (e.g. after the memory estimate changed), and store it there."""
     net, config, meta = load_network(path)
     trainer = Trainer(net, config)
-    tasks = []
-    for row in load_suite(meta["suite"]):
-        graph, cluster = load_benchmark(row.benchmark), load_cluster(row.cluster)
-        problem = Problem.make(graph, cluster, evaluator=Evaluator(graph, cluster, row.runtime), benchmark=row.benchmark)
-        tasks.append(make_task(problem, row.name))
+    tasks = suite_tasks(meta["suite"])
     margin = train_margin([t.problem for t in tasks], [trainer.greedy(t) for t in tasks], seed=int(meta["seed"]))
     save_checkpoint(path, net, config, {**meta, "memory_margin": margin, "memory_estimate": ESTIMATE})
     return margin
+
+
+def suite_tasks(suite: str) -> list[PlacementTask]:
+    """A task per row of ``suite``, each with an unlimited counted problem of its own."""
+    tasks = []
+    for row in load_suite(suite):
+        graph, cluster = load_benchmark(row.benchmark), load_cluster(row.cluster)
+        problem = Problem.make(graph, cluster, evaluator=Evaluator(graph, cluster, row.runtime), benchmark=row.benchmark)
+        tasks.append(make_task(problem, row.name))
+    return tasks
 
 
 def write_run(out_dir: Path, trainer: Trainer, rows: list[dict[str, float]], meta: dict[str, Any], suite: str,

@@ -1,0 +1,179 @@
+"""Training the cost model (:mod:`.cost_model`) on a suite's tasks, with its run folder: ``placements/<task>.npz`` (each task's :class:`.cost_data.Dataset`), ``log.csv``,
+``learning_curve.png`` and ``cost_model.pt`` (written every ``SAVE_EVERY`` steps and at the end).
+
+Each task's data (:func:`.cost_data.task_dataset`, made with the placer checkpoint's network and memory margin)
+is split at random: ``HELD_OUT`` of its placements that ran (at most ``HELD_OUT_MAX``) are kept out of training
+and only measured. Each
+step takes ``batch`` placements that ran of one task drawn at random and one Adam step on the squared error of
+the predicted log(runtime / lower bound), plus ``RANKING_WEIGHT`` times the squared error of the predictions'
+deviations from their batch mean against the targets' (what decides which of two placements of one graph is
+faster, the refinement's question). Every ``LOG_EVERY`` steps the log gets the mean loss and, on the held-out
+placements, the Spearman rank correlation of prediction and runtime and the mean absolute error in log units,
+averaged over the tasks. Training stops after ``steps`` steps or after the step in hand when ``stop`` is set (the
+command line sets it on Ctrl-C and SIGTERM), with everything written.
+"""
+from __future__ import annotations
+
+import io
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+from scipy.stats import spearmanr
+from tqdm import tqdm
+
+from agents.run_files import CURVE, LOG, atomic_write, write_log
+
+from .checkpoint import COST_MODEL, checkpoint_path, load_network, save_cost_model
+from .cost_data import Dataset, task_dataset
+from .cost_model import CostInput, CostNet, cost_input
+from .harness import memory_margin
+from .trainer import Trainer
+from .training import suite_tasks
+
+HELD_OUT = 0.1
+HELD_OUT_MAX = 500
+RANKING_WEIGHT = 4.0
+LOG_EVERY = 500
+SAVE_EVERY = 1000
+COLUMNS = ("step", "seconds", "loss", "held_out_spearman", "held_out_error")
+
+
+@dataclass(frozen=True)
+class Split:
+    """One task's training and held-out placements (those that ran) and their targets, log(runtime / lower bound)."""
+
+    name: str
+    inputs: CostInput
+    train: tuple[torch.Tensor, torch.Tensor]
+    held_out: tuple[torch.Tensor, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class CostTrainingResult:
+    out_dir: Path
+    steps: int
+    evaluations: int
+    seconds: float
+    held_out: dict[str, tuple[float, float]]  # per task: Spearman and mean absolute error (log units)
+
+
+def split(name: str, inputs: CostInput, data: Dataset, rng: np.random.Generator) -> Split:
+    """``data``'s placements that ran, ``HELD_OUT`` of them (at most ``HELD_OUT_MAX``) at random held out."""
+    placements = torch.from_numpy(data.placements[data.ok].astype(np.int64))
+    targets = torch.from_numpy(np.log(data.runtime_s[data.ok] / inputs.lower_bound).astype(np.float32))
+    order = torch.from_numpy(rng.permutation(len(placements)))
+    k = min(int(len(placements) * HELD_OUT), HELD_OUT_MAX)
+    return Split(name, inputs, (placements[order[k:]], targets[order[k:]]), (placements[order[:k]], targets[order[:k]]))
+
+
+def loss(net: CostNet, inputs: CostInput, placements: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Squared error plus ``RANKING_WEIGHT`` x squared error of the deviations from the batch means."""
+    predicted = net(inputs, placements)
+    centred = (predicted - predicted.mean()) - (targets - targets.mean())
+    return ((predicted - targets) ** 2).mean() + RANKING_WEIGHT * (centred ** 2).mean()
+
+
+def held_out_scores(net: CostNet, splits: Sequence[Split]) -> dict[str, tuple[float, float]]:
+    """Per task: Spearman's rank correlation of predictions and targets on its held-out placements, and the mean
+    absolute error."""
+    out = {}
+    for s in splits:
+        placements, targets = s.held_out
+        predicted = net.predict(s.inputs, placements.numpy())
+        truth = targets.numpy().astype(np.float64)
+        out[s.name] = (float(spearmanr(predicted, truth)[0]), float(np.abs(predicted - truth).mean()))
+    return out
+
+
+def train_cost_model(out_dir: Path, *, suite: str, checkpoint: Path | None = None,
+                     steps: int = 3000, batch: int = 64, lr: float = 1e-3, seed: int = 0, progress: bool = True,
+                     stop: threading.Event | None = None) -> CostTrainingResult:
+    """Make each task's data, train a fresh cost model on it, and write the run folder ``out_dir``."""
+    out_dir = Path(out_dir)
+    (out_dir / "placements").mkdir(parents=True, exist_ok=True)
+    placer, config, placer_meta = load_network(checkpoint)
+    margin = memory_margin(placer_meta, checkpoint)
+    rng = np.random.default_rng(seed)
+    start = time.perf_counter()
+    splits, evaluations = [], 0
+    for task in tqdm(suite_tasks(suite), desc="measuring placements", unit="task", disable=not progress):
+        data = task_dataset(task, Trainer(placer, config), margin, rng)
+        np.savez_compressed(out_dir / "placements" / f"{task.name}.npz", placements=data.placements,
+                            runtime_s=data.runtime_s, ok=data.ok)
+        evaluations += task.problem.evaluations
+        splits.append(split(task.name, cost_input(task.problem), data, rng))
+    torch.manual_seed(seed)
+    net = CostNet()
+    optimizer = torch.optim.Adam(net.parameters(), lr=lr)
+    rows: list[dict[str, float]] = []
+    losses: list[float] = []
+    stop = stop or threading.Event()
+
+    def meta() -> dict:
+        return {"suite": suite, "tasks": [s.name for s in splits], "placer": str(checkpoint or checkpoint_path()),
+                "steps": len(rows) and int(rows[-1]["step"]), "evaluations": evaluations, "seed": seed,
+                "batch": batch, "lr": lr}
+
+    step = 0
+    with tqdm(total=steps, desc="cost model", unit="step", disable=not progress) as bar:
+        while step < steps and not stop.is_set():
+            s = splits[int(rng.integers(len(splits)))]
+            placements, targets = s.train
+            pick = torch.from_numpy(rng.integers(0, len(placements), batch))
+            value = loss(net, s.inputs, placements[pick], targets[pick])
+            optimizer.zero_grad()
+            value.backward()
+            optimizer.step()
+            losses.append(float(value.detach()))
+            step += 1
+            bar.update(1)
+            if step % LOG_EVERY == 0 or step == steps:
+                scores = held_out_scores(net, splits)
+                rows.append({"step": step, "seconds": time.perf_counter() - start, "loss": float(np.mean(losses)),
+                             "held_out_spearman": float(np.mean([v[0] for v in scores.values()])),
+                             "held_out_error": float(np.mean([v[1] for v in scores.values()]))})
+                losses.clear()
+                bar.set_postfix_str(f"held-out Spearman {rows[-1]['held_out_spearman']:.3f}")
+            if step % SAVE_EVERY == 0:
+                write_cost_run(out_dir, net, rows, meta())
+    scores = held_out_scores(net, splits)
+    write_cost_run(out_dir, net, rows, meta())
+    return CostTrainingResult(out_dir, step, evaluations, time.perf_counter() - start, scores)
+
+
+def write_cost_run(out_dir: Path, net: CostNet, rows: list[dict[str, float]], meta: dict) -> None:
+    """The cost model, the log and the curve of the run so far."""
+    save_cost_model(out_dir / COST_MODEL, net, meta)
+    write_log(out_dir / LOG, rows, COLUMNS)
+    plot_cost_training(out_dir / CURVE, rows)
+
+
+def plot_cost_training(path: Path, rows: Sequence[dict[str, float]]) -> None:
+    """The training loss and the held-out Spearman correlation over steps (Agg, no pyplot)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(7, 4.2), dpi=100)
+    FigureCanvasAgg(figure)
+    ax = figure.add_subplot(1, 1, 1)
+    steps = [row["step"] for row in rows]
+    ax.plot(steps, [row["loss"] for row in rows], color="C0", label="training loss")
+    ax.set_yscale("log")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (log units squared)")
+    ax2 = ax.twinx()
+    ax2.plot(steps, [row["held_out_spearman"] for row in rows], color="C1", marker=".",
+             label="held-out Spearman (mean over tasks)")
+    ax2.set_ylabel("Spearman", color="C1")
+    handles = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
+    ax.legend(handles=handles, fontsize=7, loc="center right")
+    ax.set_title("GNN placer's cost model")
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    atomic_write(path, lambda handle: handle.write(buffer.getvalue()), binary=True)

@@ -1,0 +1,167 @@
+"""The GNN placer's learned cost model (agents/gnn_placer/cost_model.py), its training and the local search on it
+that refines a zero-shot placement without evaluations."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import placement_env as pe
+from agents.gnn_placer import (COST_MODEL_ENV, PRETRAINED_COST_MODEL, CostNet, cost_input, load_cost_model,
+                               place_zero_shot, place_zero_shot_refined, save_checkpoint, save_cost_model)
+from agents.gnn_placer.cost_data import contiguous_splits
+from agents.gnn_placer.refine import one_move_neighbours, refine
+from agents.gnn_placer.train_cost_model import main
+from agents.gnn_placer.trainer import Config
+from placement_env import sequential_peak_bytes
+from placement_env.cluster.symmetry import device_symmetries
+from placement_env.errors import CheckpointMismatchError
+from placement_env.harness import run_suite
+
+
+@pytest.fixture(scope="module")
+def cost_run(tmp_path_factory):
+    """A cost model trained briefly on the tiny suite by the command line, and what it printed."""
+    import io
+    from contextlib import redirect_stdout
+
+    out = tmp_path_factory.mktemp("cost") / "run"
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        assert main(["--suite", "tiny", "--steps", "250", "--out-dir", str(out), "--no-progress"]) == 0
+    return out, printed.getvalue()
+
+
+def random_placements(problem, k, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.random((k, *problem.allowed.shape)) * problem.allowed).argmax(axis=2)
+
+
+def test_prediction_is_the_same_for_every_labelling_of_alike_devices(tiny):
+    problem = pe.Problem.make(tiny, pe.load_cluster("k80-4gpu"))
+    torch.manual_seed(0)
+    net, inputs = CostNet(hidden=16, layers=2), cost_input(problem)
+    symmetries = device_symmetries(problem.cluster)
+    assert len(symmetries) > 1
+    placements = random_placements(problem, 6)
+    predicted = [net.predict(inputs, s[placements]) for s in symmetries]
+    for p in predicted[1:]:
+        np.testing.assert_allclose(p, predicted[0], atol=1e-5)
+    assert np.ptp(predicted[0]) > 0  # and the placements themselves are told apart
+
+
+def test_cost_input_times_transfers_by_the_clusters_links(tiny, paper2):
+    problem = pe.Problem.make(tiny, paper2)
+    inputs = cost_input(problem)
+    n, d = tiny.n_groups, paper2.n_devices
+    assert inputs.seconds.shape == (n, d) and inputs.transfer.shape == (inputs.src.numel(), d, d)
+    lower = problem.lower_bound()
+    bandwidth, latency = np.asarray(paper2.bandwidth), np.asarray(paper2.latency)
+    moved = inputs.transfer.numpy().astype(np.float64) * lower - latency[None]  # bytes / bandwidth
+    volume = moved[:, 1, 2] * bandwidth[1, 2]
+    large = volume > 1e3  # float32 keeps a few bytes of the small edges' time under their latency
+    assert large.any()
+    np.testing.assert_allclose(moved[large, 0, 1] * bandwidth[0, 1], volume[large], rtol=1e-2)
+    with pytest.raises(ValueError, match="expected \\[B, "):
+        CostNet(hidden=8, layers=1)(inputs, torch.zeros((2, n + 1), dtype=torch.int64))
+
+
+def test_one_move_neighbours_move_exactly_one_group_to_an_allowed_device(tiny, paper2):
+    problem = pe.Problem.make(tiny, paper2)
+    allowed = np.asarray(problem.allowed, bool)
+    start = random_placements(problem, 1)[0]
+    neighbours = one_move_neighbours(start, allowed)
+    assert len(neighbours) == allowed.sum() - tiny.n_groups
+    assert ((neighbours != start).sum(axis=1) == 1).all()
+    assert allowed[np.arange(tiny.n_groups)[None], neighbours].all()
+    assert len({tuple(p) for p in neighbours}) == len(neighbours)
+
+
+def test_refinement_lowers_the_prediction_and_keeps_memory_under_the_limit(tiny):
+    problem = pe.Problem.make(tiny, pe.load_cluster("k80-2gpu"), budget=0)
+    torch.manual_seed(1)
+    net, inputs = CostNet(hidden=16, layers=2), cost_input(problem)
+    start = np.where(problem.allowed[:, 1], 1, 0)
+    refined, moves = refine(problem, start, net, inputs, margin=1.05)
+    assert moves > 0 and problem.evaluations == 0
+    assert net.predict(inputs, refined[None])[0] < net.predict(inputs, start[None])[0]
+    limit = np.array([d.memory_bytes for d in problem.cluster.devices]) / 1.05
+    assert (sequential_peak_bytes(tiny, problem.cluster, refined, problem.costs.seconds) <= limit).all()
+    again, none = refine(problem, refined, net, inputs, margin=1.05)  # a local optimum stays
+    assert none == 0 and (again == refined).all()
+    few, taken = refine(problem, start, net, inputs, margin=1.05, max_moves=1)
+    assert taken == 1 and (few != start).sum() == 1
+    with pytest.raises(ValueError, match="margin=0.5"):
+        refine(problem, start, net, inputs, margin=0.5)
+
+
+def test_contiguous_splits_are_segments_along_the_group_order(tiny, paper2):
+    allowed = np.asarray(pe.Problem.make(tiny, paper2).allowed, bool)
+    splits = contiguous_splits(allowed, 20, np.random.default_rng(0))
+    assert allowed[np.arange(tiny.n_groups)[None], splits].all()
+    free = allowed.all(axis=1)  # groups every device runs keep their segment's device
+    changes = (np.diff(splits[:, free], axis=1) != 0).sum(axis=1)
+    assert changes.max() <= 11 and len({tuple(s) for s in splits}) > 1
+
+
+def test_cost_model_checkpoint_round_trip_and_bad_files(tmp_path, tiny, paper2):
+    problem = pe.Problem.make(tiny, paper2)
+    torch.manual_seed(0)
+    net, inputs = CostNet(hidden=8, layers=1), cost_input(problem)
+    path = tmp_path / "cost_model.pt"
+    save_cost_model(path, net, {"suite": "tiny"})
+    loaded, meta = load_cost_model(path)
+    placements = random_placements(problem, 3)
+    assert meta == {"suite": "tiny"} and (loaded.hidden, loaded.layers) == (8, 1)
+    np.testing.assert_array_equal(loaded.predict(inputs, placements), net.predict(inputs, placements))
+    with pytest.raises(FileNotFoundError, match=f"no cost model checkpoint at .*missing.pt; set \\${COST_MODEL_ENV}"):
+        load_cost_model(tmp_path / "missing.pt")
+    config = Config(hidden=8, layers=1, heads=2)
+    save_checkpoint(tmp_path / "placer.pt", config.network(4), config, {})
+    with pytest.raises(CheckpointMismatchError, match="placer.pt is not a cost model checkpoint .*found kind None"):
+        load_cost_model(tmp_path / "placer.pt")
+    (tmp_path / "corrupt.pt").write_bytes(b"no")
+    with pytest.raises(CheckpointMismatchError, match="corrupt.pt is not a readable cost model checkpoint"):
+        load_cost_model(tmp_path / "corrupt.pt")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--steps", "0"], "--steps"), (["--batch", "-1"], "--batch"), (["--lr", "0"], "--lr"), (["--seed", "-1"], "--seed"),
+    (["--suite", "nope"], "unknown suite 'nope'"),
+])
+def test_cli_bad_values(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_cli_measures_trains_and_writes_its_run_folder(cost_run):
+    out, printed = cost_run
+    assert {p.name for p in out.iterdir()} >= {"cost_model.pt", "log.csv", "learning_curve.png", "placements"}
+    data = np.load(out / "placements" / "inception_v3-tiny-2gpu.npz")
+    assert data["placements"].shape[0] == data["runtime_s"].shape[0] > 1000 and data["ok"].mean() > 0.5
+    net, meta = load_cost_model(out / "cost_model.pt")
+    assert meta["steps"] == 250 and meta["tasks"] == ["rnnlm-tiny-2gpu", "inception_v3-tiny-2gpu", "synthetic-tiny-2gpu"]
+    # held-out placements of the graphs it trained on are ranked far better than by chance
+    rows = [line.split("|") for line in printed.splitlines() if line.startswith("| ") and "tiny" in line]
+    assert len(rows) == 3 and np.mean([float(r[2]) for r in rows]) > 0.5
+
+
+def test_refined_zero_shot_through_run_suite_spends_no_evaluation(cost_run, tmp_path, monkeypatch):
+    monkeypatch.setenv(COST_MODEL_ENV, str(cost_run[0] / "cost_model.pt"))
+    rows = run_suite("tiny", ["agents.gnn_placer:place_zero_shot_refined"], tmp_path / "results.jsonl", budget=0,
+                     progress=False)
+    assert len(rows) == 3 and all(row["evaluations"] == 0 and row["ok"] for row in rows)
+    monkeypatch.setenv(COST_MODEL_ENV, str(tmp_path / "absent.pt"))
+    with pytest.raises(FileNotFoundError, match=COST_MODEL_ENV):
+        place_zero_shot_refined(pe.Problem.make(pe.load_benchmark("synthetic-tiny"), pe.load_cluster("k80-4gpu"), budget=0))
+
+
+def test_the_committed_cost_model_is_small_and_refines_an_unseen_graph(synth):
+    assert PRETRAINED_COST_MODEL.stat().st_size < 2**20
+    cluster = pe.load_cluster("k80-4gpu")
+    problem = pe.Problem.make(synth, cluster, budget=0)
+    placement = place_zero_shot_refined(problem)
+    assert placement.shape == (synth.n_groups,) and problem.evaluations == 0
+    assert pe.evaluate(synth, cluster, placement).ok
+    assert pe.evaluate(synth, cluster, placement).runtime_s <= pe.evaluate(synth, cluster, place_zero_shot(problem)).runtime_s
