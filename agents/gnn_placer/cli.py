@@ -8,6 +8,7 @@ import math
 import signal
 import sys
 import threading
+from pathlib import Path
 
 from agents.arguments import (add_threads_argument, check_out_dir, non_negative_float, non_negative_int, positive_float,
                               positive_int)
@@ -44,23 +45,31 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def main(argv: list[str] | None = None) -> int:
+def prepare_suite_run(p: argparse.ArgumentParser, args: argparse.Namespace,
+                      agent: str) -> tuple[Path, threading.Event]:
+    """For a command line that trains on ``args.suite``: exit 2 naming a bad suite or ``--out-dir``, set torch's
+    threads, and make Ctrl-C and SIGTERM set the returned event (the run stops after the step in hand and writes
+    everything); the run folder is ``--out-dir`` or ``runs/<agent>/<suite>-seed<seed>``."""
     from placement_env.harness import SUITES
 
-    p = parser()
-    args = p.parse_args(argv)
     if args.suite not in SUITES:
         p.error(f"argument --suite: unknown suite {args.suite!r}; choose from {', '.join(SUITES)}")
     check_out_dir(p, args)
     import torch
 
-    from .training import pretrain
-
     torch.set_num_threads(args.threads)
     stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):  # stop after the update in hand, then write everything
+    for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    out_dir = args.out_dir or run_dir("gnn_placer", args.suite, f"seed{args.seed}")
+    return Path(args.out_dir) if args.out_dir else run_dir(agent, args.suite, f"seed{args.seed}"), stop
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser()
+    args = p.parse_args(argv)
+    out_dir, stop = prepare_suite_run(p, args, "gnn_placer")
+    from .training import pretrain
+
     config = Config(samples=args.samples, graphs_per_update=args.graphs, lr=args.lr, entropy=args.entropy,
                     layers=args.layers, decoder=args.decoder)
     result = pretrain(out_dir, suite=args.suite, minutes=args.minutes, budget=args.budget, seed=args.seed,

@@ -1,5 +1,6 @@
-"""Training the cost model (:mod:`.cost_model`) on a suite's tasks, with its run folder: ``placements/<task>.npz`` (each task's :class:`.cost_data.Dataset`), ``log.csv``,
-``learning_curve.png`` and ``cost_model.pt`` (written every ``SAVE_EVERY`` steps and at the end).
+"""Training the cost model (:mod:`.cost_model`) on a suite's tasks, with its run folder: ``placements/<task>.npz``
+(each task's :class:`.cost_data.Dataset`), ``log.csv``, ``learning_curve.png`` and ``cost_model.pt`` (written
+every ``SAVE_EVERY`` steps and at the end).
 
 Each task's data (:func:`.cost_data.task_dataset`, made with the placer checkpoint's network and memory margin)
 is split at random: ``HELD_OUT`` of its placements that ran (at most ``HELD_OUT_MAX``) are kept out of training

@@ -8,12 +8,11 @@ ahead of MinCut's (README), as no train graph there is a CNN whose transfers lie
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
-import threading
 
-from agents.arguments import add_threads_argument, check_out_dir, non_negative_int, positive_float, positive_int
-from agents.run_files import run_dir
+from agents.arguments import add_threads_argument, non_negative_int, positive_float, positive_int
+
+from .cli import prepare_suite_run
 
 DEFAULT_SUITE = "generalisation-train-random-cnn-8"
 
@@ -37,22 +36,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from placement_env.harness import SUITES
-
     p = parser()
     args = p.parse_args(argv)
-    if args.suite not in SUITES:
-        p.error(f"argument --suite: unknown suite {args.suite!r}; choose from {', '.join(SUITES)}")
-    check_out_dir(p, args)
-    import torch
-
+    out_dir, stop = prepare_suite_run(p, args, "gnn_cost_model")
     from .cost_training import train_cost_model
 
-    torch.set_num_threads(args.threads)
-    stop = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):  # stop after the step in hand, then write everything
-        signal.signal(signum, lambda *_: stop.set())
-    out_dir = args.out_dir or run_dir("gnn_cost_model", args.suite, f"seed{args.seed}")
     result = train_cost_model(out_dir, suite=args.suite, checkpoint=args.checkpoint, steps=args.steps,
                               batch=args.batch, lr=args.lr, seed=args.seed, progress=not args.no_progress, stop=stop)
     print(f"{result.evaluations} evaluations, {result.steps} steps, {result.seconds:.0f} s; run folder {result.out_dir}")
