@@ -165,3 +165,16 @@ def test_the_committed_cost_model_is_small_and_refines_an_unseen_graph(synth):
     assert placement.shape == (synth.n_groups,) and problem.evaluations == 0
     assert pe.evaluate(synth, cluster, placement).ok
     assert pe.evaluate(synth, cluster, placement).runtime_s <= pe.evaluate(synth, cluster, place_zero_shot(problem)).runtime_s
+
+
+def test_a_stop_request_ends_training_with_its_files_written(tmp_path):
+    import threading
+
+    from agents.gnn_placer.cost_training import train_cost_model
+
+    stop = threading.Event()
+    stop.set()
+    result = train_cost_model(tmp_path, suite="tiny", steps=100, progress=False, stop=stop)
+    assert result.steps == 0 and result.evaluations > 1000
+    assert {p.name for p in tmp_path.iterdir()} >= {"cost_model.pt", "log.csv", "learning_curve.png", "placements"}
+    assert load_cost_model(tmp_path / "cost_model.pt")[1]["steps"] == 0

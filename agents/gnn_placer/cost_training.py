@@ -115,12 +115,12 @@ def train_cost_model(out_dir: Path, *, suite: str, checkpoint: Path | None = Non
     losses: list[float] = []
     stop = stop or threading.Event()
 
+    step = 0
+
     def meta() -> dict:
         return {"suite": suite, "tasks": [s.name for s in splits], "placer": str(checkpoint or checkpoint_path()),
-                "steps": len(rows) and int(rows[-1]["step"]), "evaluations": evaluations, "seed": seed,
-                "batch": batch, "lr": lr}
+                "steps": step, "evaluations": evaluations, "seed": seed, "batch": batch, "lr": lr}
 
-    step = 0
     with tqdm(total=steps, desc="cost model", unit="step", disable=not progress) as bar:
         while step < steps and not stop.is_set():
             s = splits[int(rng.integers(len(splits)))]
