@@ -3,14 +3,13 @@ best runtime against every zero-budget baseline, the search baselines at the age
 budget, and the lower bound (with the reference lines the plot takes from it)."""
 from __future__ import annotations
 
-import io
 import math
 from pathlib import Path
 from typing import Any, Sequence
 
 from tqdm import tqdm
 
-from agents.run_files import atomic_write
+from agents.run_files import write_png
 from placement_env import Evaluator, Problem, load_benchmark, load_cluster, solve
 
 BASELINE_METHODS = ("single_cpu", "single_gpu", "expert", "scotch", "mincut", "metis", "heft", "m_topo", "m_etf")
@@ -48,9 +47,7 @@ def plot_curve(path: Path, history: Sequence[dict[str, float]], *, title: str = 
     ax.set_title(title or "REINFORCE seq2seq")
     ax.legend(fontsize=7, loc="upper right")
     figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    atomic_write(path, lambda handle: handle.write(buffer.getvalue()), binary=True)
+    write_png(path, figure)
 
 
 def baseline_runtimes(benchmark: str, cluster: str, runtime: str, methods: Sequence[str] = BASELINE_METHODS,

@@ -29,6 +29,15 @@ def atomic_write(path: Path, write: Callable[[Any], None], binary: bool = False)
     os.replace(tmp, path)
 
 
+def write_png(path: Path, figure: Any) -> None:
+    """Write the matplotlib ``figure`` to ``path`` as PNG, atomically."""
+    import io
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png")
+    atomic_write(path, lambda handle: handle.write(buffer.getvalue()), binary=True)
+
+
 def run_dir(agent: str, *parts: str) -> Path:
     """Default output folder of an agent's run: ``runs/<agent>/<part>-<part>-...`` with unsafe characters as ``_``."""
     return Path("runs") / agent / re.sub(r"[^A-Za-z0-9_.-]+", "_", "-".join(parts))

@@ -33,8 +33,7 @@ def cost_run(tmp_path_factory):
 
 
 def random_placements(problem, k, seed=0):
-    rng = np.random.default_rng(seed)
-    return (rng.random((k, *problem.allowed.shape)) * problem.allowed).argmax(axis=2)
+    return pe.random_placements(problem.graph, problem.cluster, k, seed)
 
 
 def test_prediction_is_the_same_for_every_labelling_of_alike_devices(tiny):

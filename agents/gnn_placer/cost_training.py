@@ -15,7 +15,6 @@ command line sets it on Ctrl-C and SIGTERM), with everything written.
 """
 from __future__ import annotations
 
-import io
 import threading
 import time
 from dataclasses import dataclass
@@ -27,11 +26,12 @@ import torch
 from scipy.stats import spearmanr
 from tqdm import tqdm
 
-from agents.run_files import CURVE, LOG, atomic_write, write_log
+from agents.run_files import CURVE, LOG, write_log
 
 from .checkpoint import COST_MODEL, checkpoint_path, load_network, save_cost_model
 from .cost_data import Dataset, task_dataset
 from .cost_model import CostInput, CostNet, cost_input
+from .curve import plot_cost_training
 from .harness import memory_margin
 from .trainer import Trainer
 from .training import suite_tasks
@@ -152,29 +152,3 @@ def write_cost_run(out_dir: Path, net: CostNet, rows: list[dict[str, float]], me
     save_cost_model(out_dir / COST_MODEL, net, meta)
     write_log(out_dir / LOG, rows, COLUMNS)
     plot_cost_training(out_dir / CURVE, rows)
-
-
-def plot_cost_training(path: Path, rows: Sequence[dict[str, float]]) -> None:
-    """The training loss and the held-out Spearman correlation over steps (Agg, no pyplot)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(7, 4.2), dpi=100)
-    FigureCanvasAgg(figure)
-    ax = figure.add_subplot(1, 1, 1)
-    steps = [row["step"] for row in rows]
-    ax.plot(steps, [row["loss"] for row in rows], color="C0", label="training loss")
-    ax.set_yscale("log")
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss (log units squared)")
-    ax2 = ax.twinx()
-    ax2.plot(steps, [row["held_out_spearman"] for row in rows], color="C1", marker=".",
-             label="held-out Spearman (mean over tasks)")
-    ax2.set_ylabel("Spearman", color="C1")
-    handles = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
-    ax.legend(handles=handles, fontsize=7, loc="center right")
-    ax.set_title("GNN placer's cost model")
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    atomic_write(path, lambda handle: handle.write(buffer.getvalue()), binary=True)
