@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -108,19 +108,36 @@ def train_cost_model(out_dir: Path, *, suite: str, checkpoint: Path | None = Non
                             runtime_s=data.runtime_s, ok=data.ok)
         evaluations += task.problem.evaluations
         splits.append(split(task.name, cost_input(task.problem), data, rng))
+
+    def meta(steps_taken: int) -> dict:
+        return {"suite": suite, "tasks": [s.name for s in splits], "placer": str(checkpoint or checkpoint_path()),
+                "steps": steps_taken, "evaluations": evaluations, "seed": seed, "batch": batch, "lr": lr}
+
+    def save(net: CostNet, rows: list[dict[str, float]], steps_taken: int) -> None:
+        write_cost_run(out_dir, net, rows, meta(steps_taken))
+
+    net, rows, taken = fit(splits, rng, steps=steps, batch=batch, lr=lr, seed=seed, progress=progress, stop=stop,
+                           save=save, clock_start=start)
+    scores = held_out_scores(net, splits)
+    save(net, rows, taken)
+    return CostTrainingResult(out_dir, taken, evaluations, time.perf_counter() - start, scores)
+
+
+def fit(splits: Sequence[Split], rng: np.random.Generator, *, steps: int, batch: int = 64, lr: float = 1e-3,
+        seed: int = 0, progress: bool = True, stop: threading.Event | None = None,
+        save: Callable[[CostNet, list[dict[str, float]], int], None] | None = None,
+        clock_start: float | None = None, log_every: int = LOG_EVERY) -> tuple[CostNet, list[dict[str, float]], int]:
+    """A fresh cost model (torch seed ``seed``) trained on ``splits`` (the module docstring's steps, drawing
+    tasks and placements from ``rng``); its log rows (every ``log_every`` steps and at the last) and the steps
+    taken. ``save(net, rows, steps)`` is called every ``SAVE_EVERY`` steps."""
+    start = time.perf_counter() if clock_start is None else clock_start
     torch.manual_seed(seed)
     net = CostNet()
     optimizer = torch.optim.Adam(net.parameters(), lr=lr)
     rows: list[dict[str, float]] = []
     losses: list[float] = []
     stop = stop or threading.Event()
-
     step = 0
-
-    def meta() -> dict:
-        return {"suite": suite, "tasks": [s.name for s in splits], "placer": str(checkpoint or checkpoint_path()),
-                "steps": step, "evaluations": evaluations, "seed": seed, "batch": batch, "lr": lr}
-
     with tqdm(total=steps, desc="cost model", unit="step", disable=not progress) as bar:
         while step < steps and not stop.is_set():
             s = splits[int(rng.integers(len(splits)))]
@@ -133,18 +150,22 @@ def train_cost_model(out_dir: Path, *, suite: str, checkpoint: Path | None = Non
             losses.append(float(value.detach()))
             step += 1
             bar.update(1)
-            if step % LOG_EVERY == 0 or step == steps:
+            if step % log_every == 0 or step == steps:
                 scores = held_out_scores(net, splits)
                 rows.append({"step": step, "seconds": time.perf_counter() - start, "loss": float(np.mean(losses)),
                              "held_out_spearman": float(np.mean([v[0] for v in scores.values()])),
                              "held_out_error": float(np.mean([v[1] for v in scores.values()]))})
                 losses.clear()
                 bar.set_postfix_str(f"held-out Spearman {rows[-1]['held_out_spearman']:.3f}")
-            if step % SAVE_EVERY == 0:
-                write_cost_run(out_dir, net, rows, meta())
-    scores = held_out_scores(net, splits)
-    write_cost_run(out_dir, net, rows, meta())
-    return CostTrainingResult(out_dir, step, evaluations, time.perf_counter() - start, scores)
+            if save is not None and step % SAVE_EVERY == 0:
+                save(net, rows, step)
+    return net, rows, step
+
+
+def load_dataset(path: Path) -> Dataset:
+    """A task's data as a run folder's ``placements/<task>.npz`` holds it."""
+    with np.load(path) as f:
+        return Dataset(f["placements"], f["runtime_s"], f["ok"])
 
 
 def write_cost_run(out_dir: Path, net: CostNet, rows: list[dict[str, float]], meta: dict) -> None:
