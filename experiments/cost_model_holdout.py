@@ -6,17 +6,19 @@ size and both presets of the family go together), two cost models are trained on
 on them alone (``train``) and one with the eight random CNNs of ``generalisation-train-random-cnn-8`` beside them
 (``train+cnn``), with the same steps, batch, learning rate and seed. Both learn from the placements and simulated
 runtimes a ``python -m agents.gnn_placer.train_cost_model --suite generalisation-train-random-cnn-8`` run measured
-(its ``placements/`` folder; no evaluation here), with that training's held-out split. Each is then scored on the
-left-out family's tasks, which it has not seen: Spearman's rank correlation of prediction and simulated runtime on up to ``--score`` of each
-task's placements that ran, and on up to ``--score`` of its good ones (within 25% of the fastest measured: random
-placements are easy to tell from good ones, and the refinement's choices are among good ones), and on the pair the refinement's two starts come from (the
-placer's zero-shot placement and MinCut's, the first two of each task's data) whether it orders them as the
-simulator does, and how much slower the one it predicts faster runs than the faster one.
+(its ``placements/`` folder; no evaluation here), 10% of each task's held out as that command does. Each is then
+scored on the left-out family's tasks, which it has not seen: Spearman's rank correlation of prediction and
+simulated runtime on up to ``--score`` of each task's placements that ran, and on up to ``--score`` of its good
+ones (within 25% of the fastest measured: random placements are easy to tell from good ones, and the refinement's
+choices are among good ones); and, where both ran, on the placer's zero-shot placement and MinCut's (the first
+two of each task's data): whether the one it predicts faster is the one the simulator finds faster, and how much
+slower its pick runs than the faster one (the question a search that refines both and keeps the one predicted
+faster would rest on; the placer learned from the left-out family, so its placement there is the good one).
 
 The choice between the two training sets rests on the mean Spearman on good placements over the four left-out
-families, stated before the run (rows are
-appended to ``--out`` as JSON lines; ``--families`` runs some of them, e.g. in two processes, and
-``--summarise FILE...`` prints the table and the means of finished rows).
+families, a rule stated before the first run. Rows are appended to ``--out`` as JSON lines; ``--families`` runs
+some of the families (e.g. in two processes), and ``--summarise FILE...`` prints the table and the means of the
+rows in those files.
 """
 from __future__ import annotations
 
@@ -138,7 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", help="a train_cost_model run's placements/ folder (generalisation-train-random-cnn-8)")
     parser.add_argument("--families", nargs="+", choices=FAMILIES, default=list(FAMILIES),
                         help="the families to leave out in turn (default: all four)")
-    parser.add_argument("--steps", type=int, default=1500, help="training steps per cost model (default: %(default)s)")
+    parser.add_argument("--steps", type=int, default=1500,
+                        help="training steps per cost model (default: %(default)s, half the command's 3,000, for time)")
     parser.add_argument("--seed", type=int, default=0, help="split, data order and network seed (default: %(default)s)")
     parser.add_argument("--score", type=int, default=2000,
                         help="placements scored per left-out task (default: %(default)s)")

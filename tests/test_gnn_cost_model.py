@@ -8,10 +8,9 @@ import torch
 
 import placement_env as pe
 from agents.gnn_placer import (COST_MODEL_ENV, PRETRAINED_COST_MODEL, CostNet, cost_input, load_cost_model,
-                               place_refined_best_start, place_zero_shot, place_zero_shot_refined, save_checkpoint,
-                               save_cost_model)
+                               place_zero_shot, place_zero_shot_refined, save_checkpoint, save_cost_model)
 from agents.gnn_placer.cost_data import contiguous_splits
-from agents.gnn_placer.refine import one_move_neighbours, refine, refine_best
+from agents.gnn_placer.refine import one_move_neighbours, refine
 from agents.gnn_placer.train_cost_model import main
 from agents.gnn_placer.trainer import Config
 from placement_env import sequential_peak_bytes
@@ -95,20 +94,6 @@ def test_refinement_lowers_the_prediction_and_keeps_memory_under_the_limit(tiny)
         refine(problem, start, net, inputs, margin=0.5)
 
 
-def test_refining_several_starts_keeps_the_one_predicted_fastest(tiny):
-    problem = pe.Problem.make(tiny, pe.load_cluster("k80-2gpu"), budget=0)
-    torch.manual_seed(1)
-    net, inputs = CostNet(hidden=16, layers=2), cost_input(problem)
-    starts = [np.where(problem.allowed[:, 1], 1, 0), np.where(problem.allowed[:, 2], 2, 0), np.zeros(tiny.n_groups, int)]
-    refined = [refine(problem, s, net, inputs, margin=1.05)[0] for s in starts]
-    predicted = net.predict(inputs, np.stack(refined))
-    best, index = refine_best(problem, starts, net, inputs, margin=1.05)
-    assert index == int(np.argmin(predicted)) and (best == refined[index]).all() and problem.evaluations == 0
-    assert refine_best(problem, starts[:1], net, inputs, margin=1.05)[1] == 0
-    with pytest.raises(ValueError, match="starts is empty"):
-        refine_best(problem, [], net, inputs, margin=1.05)
-
-
 def test_contiguous_splits_are_segments_along_the_group_order(tiny, paper2):
     allowed = np.asarray(pe.Problem.make(tiny, paper2).allowed, bool)
     splits = contiguous_splits(allowed, 20, np.random.default_rng(0))
@@ -169,18 +154,6 @@ def test_refined_zero_shot_through_run_suite_spends_no_evaluation(cost_run, tmp_
     monkeypatch.setenv(COST_MODEL_ENV, str(tmp_path / "absent.pt"))
     with pytest.raises(FileNotFoundError, match=COST_MODEL_ENV):
         place_zero_shot_refined(pe.Problem.make(pe.load_benchmark("synthetic-tiny"), pe.load_cluster("k80-4gpu"), budget=0))
-
-
-def test_refined_best_start_is_no_slower_by_the_cost_model_than_either_start(synth):
-    """The committed networks on an unseen graph: the answer fits in memory, spends no evaluation, and the cost
-    model predicts it no slower than the refined zero-shot placement."""
-    cluster = pe.load_cluster("k80-4gpu")
-    problem = pe.Problem.make(synth, cluster, budget=0)
-    answer, refined = place_refined_best_start(problem), place_zero_shot_refined(problem)
-    assert problem.evaluations == 0 and pe.evaluate(synth, cluster, answer).ok
-    net, _ = load_cost_model(None)
-    inputs = cost_input(problem)
-    assert net.predict(inputs, answer[None])[0] <= net.predict(inputs, refined[None])[0] + 1e-6
 
 
 def test_the_committed_cost_model_is_small_and_refines_an_unseen_graph(synth):

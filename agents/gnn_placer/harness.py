@@ -6,9 +6,7 @@ placement of the checkpoint's network, with groups moved off any device whose es
 its capacity divided by the checkpoint's memory margin, then groups on the CPU moved to GPUs with room
 (:mod:`.memory_fit`). ``place_zero_shot_refined`` answers without evaluating anything either: that placement,
 improved by local search on the learned cost model (``cost_model.pt`` beside this file or
-``$GNN_PLACER_COST_MODEL``; :mod:`.refine`). ``place_refined_best_start`` refines two starts that need no
-evaluation, that placement and MinCut's (fitted into memory the same way, every allowed device equally
-likely), and answers the refined one the cost model predicts faster. ``place_fine_tune`` evaluates that placement, then trains the
+``$GNN_PLACER_COST_MODEL``; :mod:`.refine`). ``place_fine_tune`` evaluates that placement, then trains the
 network on this one graph with the pre-training's update (REINFORCE with self-imitation of the best placement
 so far, :class:`Trainer`) at a lower learning rate within ``problem.budget`` evaluations, and returns the
 fastest placement it evaluated.
@@ -21,14 +19,13 @@ from pathlib import Path
 import numpy as np
 
 from agents.torch_threads import on_harness_threads
-from baselines.partition import mincut
 from placement_env import Problem
 from placement_env.errors import CheckpointMismatchError
 
 from .checkpoint import HOW_TO_TRAIN, checkpoint_path, load_cost_model, load_network
 from .cost_model import cost_input
 from .memory_fit import ESTIMATE, fit_in_memory, return_to_gpus
-from .refine import refine, refine_best
+from .refine import refine
 from .task import PlacementTask, make_task
 from .trainer import Trainer
 
@@ -74,21 +71,6 @@ def place_zero_shot_refined(problem: Problem, *, checkpoint: Path | None = None,
     margin = memory_margin(meta, checkpoint)
     start = zero_shot(Trainer(net, config), make_task(problem), margin)
     return refine(problem, start, cost, cost_input(problem), margin=margin)[0]
-
-
-@on_harness_threads
-def place_refined_best_start(problem: Problem, *, checkpoint: Path | None = None,
-                             cost_model: Path | None = None) -> np.ndarray:
-    """Harness method: the zero-shot placement and MinCut's, each refined on the cost model; the one predicted
-    faster (no evaluation)."""
-    net, config, meta = load_network(checkpoint)
-    cost, _ = load_cost_model(cost_model)
-    margin = memory_margin(meta, checkpoint)
-    allowed = np.asarray(problem.allowed, bool)
-    uniform = np.where(allowed, 0.0, -np.inf)
-    starts = [zero_shot(Trainer(net, config), make_task(problem), margin),
-              fit_in_memory(problem, np.asarray(mincut(problem), np.int64), uniform, margin=margin)]
-    return refine_best(problem, starts, cost, cost_input(problem), margin=margin)[0]
 
 
 @on_harness_threads

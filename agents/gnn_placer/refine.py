@@ -6,14 +6,8 @@ takes the move with the lowest predicted step time whose devices all keep their 
 (:func:`placement_env.sequential_peak_bytes`, ops in earliest-start order, as the zero-shot memory fit) at most
 their capacity divided by ``margin``, trying the ``MEMORY_TRIES`` most promising moves. It stops when no such
 move is predicted faster, or after ``max_moves`` moves.
-
-:func:`refine_best` refines several starts and keeps the result the cost model predicts fastest: a local search
-stops at the first predicted local optimum, and its start decides which one; the cost model, which ranks whole
-placements, then judges between them.
 """
 from __future__ import annotations
-
-from typing import Sequence
 
 import numpy as np
 
@@ -61,15 +55,3 @@ def refine(problem: Problem, placement: np.ndarray, net: CostNet, inputs: CostIn
         else:
             return current, moves
     return current, max_moves
-
-
-def refine_best(problem: Problem, starts: Sequence[np.ndarray], net: CostNet, inputs: CostInput, *, margin: float,
-                max_moves: int = MAX_MOVES) -> tuple[np.ndarray, int]:
-    """Each of ``starts`` refined by :func:`refine`; the refined placement predicted fastest (the first on ties)
-    and the index of its start."""
-    if not len(starts):
-        raise ValueError("starts is empty; expected at least one placement to refine")
-    refined = [refine(problem, start, net, inputs, margin=margin, max_moves=max_moves)[0] for start in starts]
-    predicted = net.predict(inputs, np.stack(refined))
-    best = int(np.argmin(predicted))
-    return refined[best], best
