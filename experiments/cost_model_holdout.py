@@ -119,9 +119,8 @@ def summarise(paths: list[str]) -> None:
     print("|---|---|---|---|---|---|---|---|")
     for task in sorted({r["task"] for r in records}):
         left_out = next(r["left_out"] for r in records if r["task"] == task)
-        print(f"| {left_out} | {task} | {cell(task, 'train', 'spearman_all')} | {cell(task, 'train+cnn', 'spearman_all')} "
-              f"| {cell(task, 'train', 'spearman_good')} | {cell(task, 'train+cnn', 'spearman_good')} "
-              f"| {pair(task, 'train')} | {pair(task, 'train+cnn')} |")
+        row = [cell(task, choice, key) for key in ("spearman_all", "spearman_good") for choice in CHOICES]
+        print(f"| {left_out} | {task} | {' | '.join(row)} | {' | '.join(pair(task, c) for c in CHOICES)} |")
     for choice in CHOICES:
         mine = [r for r in records if r["choice"] == choice]
         families = sorted({r["left_out"] for r in mine})
@@ -137,7 +136,7 @@ def summarise(paths: list[str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", help="a train_cost_model run's placements/ folder (generalisation-train-random-cnn-8)")
+    parser.add_argument("--data", help=f"a train_cost_model run's placements/ folder ({CNN_SUITE})")
     parser.add_argument("--families", nargs="+", choices=FAMILIES, default=list(FAMILIES),
                         help="the families to leave out in turn (default: all four)")
     parser.add_argument("--steps", type=int, default=1500,
