@@ -10,6 +10,7 @@ import placement_env as pe
 from agents.gnn_placer import (COST_MODEL_ENV, PRETRAINED_COST_MODEL, CostNet, cost_input, load_cost_model,
                                place_zero_shot, place_zero_shot_refined, save_checkpoint, save_cost_model)
 from agents.gnn_placer.cost_data import contiguous_splits
+from agents.gnn_placer.cost_training import load_dataset
 from agents.gnn_placer.refine import one_move_neighbours, refine
 from agents.gnn_placer.train_cost_model import main
 from agents.gnn_placer.trainer import Config
@@ -137,8 +138,8 @@ def test_cli_bad_values(argv, message, capsys):
 def test_cli_measures_trains_and_writes_its_run_folder(cost_run):
     out, printed = cost_run
     assert {p.name for p in out.iterdir()} >= {"cost_model.pt", "log.csv", "learning_curve.png", "placements"}
-    data = np.load(out / "placements" / "inception_v3-tiny-2gpu.npz")
-    assert data["placements"].shape[0] == data["runtime_s"].shape[0] > 1000 and data["ok"].mean() > 0.5
+    data = load_dataset(out / "placements" / "inception_v3-tiny-2gpu.npz")
+    assert data.placements.shape[0] == data.runtime_s.shape[0] > 1000 and data.ok.mean() > 0.5
     net, meta = load_cost_model(out / "cost_model.pt")
     assert meta["steps"] == 250 and meta["tasks"] == ["rnnlm-tiny-2gpu", "inception_v3-tiny-2gpu", "synthetic-tiny-2gpu"]
     # held-out placements of the graphs it trained on are ranked far better than by chance

@@ -12,6 +12,9 @@ faster, the refinement's question). Every ``LOG_EVERY`` steps the log gets the m
 placements, the Spearman rank correlation of prediction and runtime and the mean absolute error in log units,
 averaged over the tasks. Training stops after ``steps`` steps or after the step in hand when ``stop`` is set (the
 command line sets it on Ctrl-C and SIGTERM), with everything written.
+
+:func:`fit` is the training alone, on any tasks' splits: ``python -m experiments.cost_model_holdout`` trains on
+subsets of a run folder's measured placements (:func:`load_dataset`) to choose the train graphs on train tasks.
 """
 from __future__ import annotations
 
@@ -104,8 +107,7 @@ def train_cost_model(out_dir: Path, *, suite: str, checkpoint: Path | None = Non
     splits, evaluations = [], 0
     for task in tqdm(suite_tasks(suite), desc="measuring placements", unit="task", disable=not progress):
         data = task_dataset(task, Trainer(placer, config), margin, rng)
-        np.savez_compressed(out_dir / "placements" / f"{task.name}.npz", placements=data.placements,
-                            runtime_s=data.runtime_s, ok=data.ok)
+        save_dataset(out_dir / "placements" / f"{task.name}.npz", data)
         evaluations += task.problem.evaluations
         splits.append(split(task.name, cost_input(task.problem), data, rng))
 
@@ -162,8 +164,13 @@ def fit(splits: Sequence[Split], rng: np.random.Generator, *, steps: int, batch:
     return net, rows, step
 
 
+def save_dataset(path: Path, data: Dataset) -> None:
+    """A task's data as a run folder's ``placements/<task>.npz``."""
+    np.savez_compressed(path, placements=data.placements, runtime_s=data.runtime_s, ok=data.ok)
+
+
 def load_dataset(path: Path) -> Dataset:
-    """A task's data as a run folder's ``placements/<task>.npz`` holds it."""
+    """A task's data from a run folder's ``placements/<task>.npz``."""
     with np.load(path) as f:
         return Dataset(f["placements"], f["runtime_s"], f["ok"])
 
