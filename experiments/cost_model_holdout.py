@@ -101,7 +101,18 @@ def run(args: argparse.Namespace) -> None:
 
 
 def summarise(paths: list[str]) -> None:
+    """A table per seed of the rows in ``paths``, each choice's means under it, and over all seeds if several."""
     records = [json.loads(line) for path in paths for line in Path(path).read_text().splitlines() if line.strip()]
+    seeds = sorted({r["seed"] for r in records})
+    for seed in seeds:
+        print(f"seed {seed}:")
+        print_table([r for r in records if r["seed"] == seed])
+    if len(seeds) > 1:
+        print(f"seeds {', '.join(map(str, seeds))}:")
+        print_means(records)
+
+
+def print_table(records: list[dict]) -> None:
     cells = {(r["task"], r["choice"]): r for r in records}
 
     def cell(task: str, choice: str, key: str) -> str:
@@ -121,6 +132,12 @@ def summarise(paths: list[str]) -> None:
         left_out = next(r["left_out"] for r in records if r["task"] == task)
         row = [cell(task, choice, key) for key in ("spearman_all", "spearman_good") for choice in CHOICES]
         print(f"| {left_out} | {task} | {' | '.join(row)} | {' | '.join(pair(task, c) for c in CHOICES)} |")
+    print_means(records)
+
+
+def print_means(records: list[dict]) -> None:
+    """Per choice: the mean over left-out families of each family's mean Spearman (all rows of all seeds), and
+    how often the zero-shot / MinCut pair was ordered right."""
     for choice in CHOICES:
         mine = [r for r in records if r["choice"] == choice]
         families = sorted({r["left_out"] for r in mine})

@@ -187,13 +187,18 @@ def test_holdout_experiment_groups_families_and_summarises_its_rows(tmp_path, ca
 
     assert [family(b) for b in ("inception_v3-batch192", "gpt2", "random_cnn:3", "nmt")] == [
         "inception_v3", "gpt2", "random_cnn", "nmt"]
-    rows = [{"left_out": "nmt", "choice": choice, "task": f"nmt-k80-{k}gpu", "spearman_all": 0.9,
-             "spearman_good": good, "pair_right": right, "pair_regret": 0.0 if right else 0.2}
-            for choice, good, right in (("train", 0.5, False), ("train+cnn", 0.7, True)) for k in (2, 4)]
+    rows = [{"left_out": "nmt", "choice": choice, "task": f"nmt-k80-{k}gpu", "seed": seed, "spearman_all": 0.9,
+             "spearman_good": good + seed / 10, "pair_right": right, "pair_regret": 0.0 if right else 0.2}
+            for choice, good, right in (("train", 0.5, False), ("train+cnn", 0.7, True)) for k in (2, 4)
+            for seed in (0, 1)]
     path = tmp_path / "rows.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     assert holdout(["--summarise", str(path)]) == 0
     printed = capsys.readouterr().out
-    assert "| nmt | nmt-k80-2gpu | 0.900 | 0.900 | 0.500 | 0.700 | wrong (+20%) | right |" in printed
-    assert "train+cnn: over 1 left-out families, mean Spearman on good placements 0.700" in printed
-    assert "ordered right on 2 of 2 tasks" in printed
+    seed_0, rest = printed.split("seed 0:")[1].split("seed 1:")
+    seed_1, both = rest.split("seeds 0, 1:")
+    assert "| nmt | nmt-k80-2gpu | 0.900 | 0.900 | 0.500 | 0.700 | wrong (+20%) | right |" in seed_0
+    assert "| nmt | nmt-k80-2gpu | 0.900 | 0.900 | 0.600 | 0.800 | wrong (+20%) | right |" in seed_1
+    assert "train+cnn: over 1 left-out families, mean Spearman on good placements 0.700" in seed_0
+    assert "train+cnn: over 1 left-out families, mean Spearman on good placements 0.750" in both
+    assert "ordered right on 2 of 2 tasks" in seed_0 and "ordered right on 4 of 4 tasks" in both
