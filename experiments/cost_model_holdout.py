@@ -17,8 +17,8 @@ faster would rest on; the placer learned from the left-out family, so its placem
 
 The choice between the two training sets rests on the mean Spearman on good placements over the four left-out
 families, a rule stated before the first run. Rows are appended to ``--out`` as JSON lines; ``--families`` runs
-some of the families (e.g. in two processes), and ``--summarise FILE...`` prints the table and the means of the
-rows in those files.
+some of the families (e.g. in two processes), and ``--summarise FILE...`` prints a table per seed and the means
+of the rows in those files.
 """
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
+from agents.arguments import non_negative_int, positive_int
 
 TRAIN_SUITE = "generalisation-train"
 CNN_SUITE = "generalisation-train-random-cnn-8"
@@ -68,9 +70,8 @@ def run(args: argparse.Namespace) -> None:
 
     from agents.gnn_placer.cost_model import cost_input
     from agents.gnn_placer.cost_training import fit, load_dataset, split
-    from placement_env.harness.suites import load_suite
-
     from agents.gnn_placer.training import suite_tasks
+    from placement_env.harness.suites import load_suite
 
     data_dir = Path(args.data)
     rows = {row.name: row for row in load_suite(CNN_SUITE)}
@@ -156,15 +157,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", help=f"a train_cost_model run's placements/ folder ({CNN_SUITE})")
     parser.add_argument("--families", nargs="+", choices=FAMILIES, default=list(FAMILIES),
                         help="the families to leave out in turn (default: all four)")
-    parser.add_argument("--steps", type=int, default=1500,
+    parser.add_argument("--steps", type=positive_int, default=1500,
                         help="training steps per cost model (default: %(default)s, half the command's 3,000, for time)")
-    parser.add_argument("--seed", type=int, default=0, help="split, data order and network seed (default: %(default)s)")
-    parser.add_argument("--score", type=int, default=2000,
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="split, data order and network seed (default: %(default)s)")
+    parser.add_argument("--score", type=positive_int, default=2000,
                         help="placements scored per left-out task (default: %(default)s)")
     parser.add_argument("--out", default="cost_model_holdout.jsonl", help="rows appended here (default: %(default)s)")
-    parser.add_argument("--summarise", nargs="+", metavar="FILE", help="print the table of these row files and stop")
+    parser.add_argument("--summarise", nargs="+", metavar="FILE", help="print the tables of these row files and stop")
     args = parser.parse_args(argv)
     if args.summarise:
+        absent = [path for path in args.summarise if not Path(path).is_file()]
+        if absent:
+            parser.error(f"--summarise: no such file {', '.join(absent)}")
         summarise(args.summarise)
         return 0
     if not args.data:

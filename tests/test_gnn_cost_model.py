@@ -202,3 +202,8 @@ def test_holdout_experiment_groups_families_and_summarises_its_rows(tmp_path, ca
     assert "train+cnn: over 1 left-out families, mean Spearman on good placements 0.700" in seed_0
     assert "train+cnn: over 1 left-out families, mean Spearman on good placements 0.750" in both
     assert "ordered right on 2 of 2 tasks" in seed_0 and "ordered right on 4 of 4 tasks" in both
+    for argv, message in ((["--steps", "0"], "--steps: expected a positive integer"), ([], "--data is required"),
+                          (["--summarise", str(tmp_path / "absent.jsonl")], "no such file")):
+        with pytest.raises(SystemExit) as exit_:
+            holdout(argv)
+        assert exit_.value.code == 2 and message in capsys.readouterr().err
