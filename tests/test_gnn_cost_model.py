@@ -50,6 +50,16 @@ def test_prediction_is_the_same_for_every_labelling_of_alike_devices(tiny):
     assert np.ptp(predicted[0]) > 0  # and the placements themselves are told apart
 
 
+def test_predictions_do_not_depend_on_the_chunk_size(tiny, paper2):
+    problem = pe.Problem.make(tiny, paper2)
+    torch.manual_seed(0)
+    net, inputs = CostNet(hidden=16, layers=2), cost_input(problem)
+    placements = random_placements(problem, 37)
+    default = net.predict(inputs, placements)
+    for chunk in (1, 5, 64):
+        np.testing.assert_allclose(net.predict(inputs, placements, chunk=chunk), default, rtol=0, atol=1e-6)
+
+
 def test_cost_input_times_transfers_by_the_clusters_links(tiny, paper2):
     problem = pe.Problem.make(tiny, paper2)
     inputs = cost_input(problem)
