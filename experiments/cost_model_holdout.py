@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.arguments import non_negative_int, positive_int
+from agents.arguments import add_threads_argument, non_negative_int, positive_int
 
 TRAIN_SUITE = "generalisation-train"
 CNN_SUITE = "generalisation-train-random-cnn-8"
@@ -163,6 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--score", type=positive_int, default=2000,
                         help="placements scored per left-out task (default: %(default)s)")
     parser.add_argument("--out", default="cost_model_holdout.jsonl", help="rows appended here (default: %(default)s)")
+    add_threads_argument(parser, default=1)
     parser.add_argument("--summarise", nargs="+", metavar="FILE", help="print the tables of these row files and stop")
     args = parser.parse_args(argv)
     if args.summarise:
@@ -175,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--data is required unless --summarise is given")
     import torch
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     run(args)
     summarise([args.out])
     return 0

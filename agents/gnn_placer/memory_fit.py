@@ -82,17 +82,23 @@ def train_margin(problems: Sequence[Problem], greedy: Sequence[np.ndarray], seed
     return worst
 
 
+def memory_limit(problem: Problem, margin: float) -> np.ndarray:
+    """Each device's limit on its sequential peak estimate, capacity / ``margin``; ValueError naming a bad
+    margin."""
+    if not margin >= 1.0:
+        raise ValueError(f"margin={margin!r}; expected a number >= 1 (the simulated peak over the estimate)")
+    return problem.cluster.memory_bytes / margin
+
+
 def _checked(problem: Problem, placement: np.ndarray, log_probs: np.ndarray, margin: float
              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """A copy of ``placement`` (int64), ``log_probs`` with -inf where a group may not go, each device's limit
     (capacity / ``margin``) and which devices are GPUs; ValueError naming a bad margin or log_probs shape."""
-    if not margin >= 1.0:
-        raise ValueError(f"margin={margin!r}; expected a number >= 1 (the simulated peak over the estimate)")
+    limit = memory_limit(problem, margin)
     graph, cluster = problem.graph, problem.cluster
     log_probs = np.asarray(log_probs, np.float64)
     if log_probs.shape != (graph.n_groups, cluster.n_devices):
         raise ValueError(f"log_probs has shape {log_probs.shape}; expected ({graph.n_groups}, {cluster.n_devices})")
-    limit = np.array([d.memory_bytes for d in cluster.devices], np.float64) / margin
     is_gpu = np.array([d.kind == "GPU" for d in cluster.devices])
     return np.array(placement, np.int64), np.where(problem.allowed, log_probs, -np.inf), limit, is_gpu
 

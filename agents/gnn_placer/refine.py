@@ -14,6 +14,7 @@ import numpy as np
 from placement_env import Problem, sequential_peak_bytes
 
 from .cost_model import CostInput, CostNet
+from .memory_fit import memory_limit
 
 MEMORY_TRIES = 20
 MAX_MOVES = 300
@@ -34,11 +35,9 @@ def refine(problem: Problem, placement: np.ndarray, net: CostNet, inputs: CostIn
            max_moves: int = MAX_MOVES) -> tuple[np.ndarray, int]:
     """``placement`` improved by best-improvement local search on ``net``'s prediction (see the module docstring),
     and the number of moves taken."""
-    if not margin >= 1.0:
-        raise ValueError(f"margin={margin!r}; expected a number >= 1 (the simulated peak over the estimate)")
+    limit = memory_limit(problem, margin)
     graph, cluster = problem.graph, problem.cluster
     allowed = np.asarray(problem.allowed, bool)
-    limit = np.array([d.memory_bytes for d in cluster.devices], np.float64) / margin
     current = np.asarray(placement, np.int64).copy()
     score = float(net.predict(inputs, current[None])[0])
     for moves in range(max_moves):
