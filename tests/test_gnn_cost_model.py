@@ -2,13 +2,16 @@
 that refines a zero-shot placement without evaluations."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
 
 import placement_env as pe
 from agents.gnn_placer import (COST_MODEL_ENV, PRETRAINED_COST_MODEL, CostNet, cost_input, load_cost_model,
-                               place_zero_shot, place_zero_shot_refined, save_checkpoint, save_cost_model)
+                               load_network, place_zero_shot, place_zero_shot_refined, save_checkpoint,
+                               save_cost_model)
 from agents.gnn_placer.cost_data import contiguous_splits
 from agents.gnn_placer.cost_training import load_dataset
 from agents.gnn_placer.refine import one_move_neighbours, refine
@@ -176,6 +179,17 @@ def test_the_committed_cost_model_is_small_and_refines_an_unseen_graph(synth):
     assert pe.evaluate(synth, cluster, placement).ok
     assert pe.evaluate(synth, cluster, placement).runtime_s <= pe.evaluate(synth, cluster, place_zero_shot(problem)).runtime_s
 
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_other_pre_training_seeds_load_and_refine_an_unseen_graph(synth, seed):
+    """docs/generalisation_seeds/seedS/ holds the network and cost model behind the README's three-seed table."""
+    folder = Path(__file__).resolve().parents[1] / "docs" / "generalisation_seeds" / f"seed{seed}"
+    assert load_network(folder / "checkpoint.pt")[2]["seed"] == seed
+    assert load_cost_model(folder / "cost_model.pt")[1]["seed"] == seed
+    problem = pe.Problem.make(synth, pe.load_cluster("k80-4gpu"), budget=0)
+    placement = place_zero_shot_refined(problem, checkpoint=folder / "checkpoint.pt", cost_model=folder / "cost_model.pt")
+    assert problem.evaluations == 0 and pe.evaluate(synth, problem.cluster, placement).ok
 
 def test_a_stop_request_ends_training_with_its_files_written(tmp_path):
     import threading
