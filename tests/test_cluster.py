@@ -58,6 +58,7 @@ def test_paper_machines() -> None:
     two, four = load_cluster("paper-2gpu"), load_cluster("paper-4gpu")
     assert two.n_devices == 3 and four.n_devices == 5
     assert list(two.kinds) == [0, 1, 1] and list(four.kinds) == [0, 1, 1, 1, 1]
+    assert two.is_gpu.tolist() == [False, True, True] and four.is_gpu.dtype == bool
     assert list(two.memory_bytes[1:]) == [12 * 2**30] * 2
     assert two.devices[1].tf_device == "/job:localhost/replica:0/task:0/device:GPU:0"
     assert 4.3e12 < two.peak_flops[1] < 4.4e12 and two.concurrency.tolist() == [18, 1, 1]
@@ -66,7 +67,7 @@ def test_paper_machines() -> None:
 
 def test_arrays_are_read_only_copies() -> None:
     cluster = load_cluster("paper-2gpu")
-    for array in (cluster.bandwidth, cluster.latency, cluster.kinds, cluster.peak_flops,
+    for array in (cluster.bandwidth, cluster.latency, cluster.kinds, cluster.is_gpu, cluster.peak_flops,
                   cluster.memory_bandwidth, cluster.memory_bytes, cluster.concurrency):
         with pytest.raises(ValueError):
             array[0] = 1

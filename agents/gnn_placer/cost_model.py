@@ -80,7 +80,7 @@ def cost_input(problem: Problem) -> CostInput:
     """The :class:`CostInput` of ``problem``'s graph and cluster (no evaluation is spent)."""
     dag = group_dag(problem)
     n = dag.n_groups
-    is_gpu = np.array([d.kind == "GPU" for d in problem.cluster.devices])
+    is_gpu = problem.cluster.is_gpu
     if not is_gpu.any():
         raise ValueError(f"cluster {problem.cluster.name!r} has no GPU; the cost model places on GPU machines")
     lower = float(problem.lower_bound())

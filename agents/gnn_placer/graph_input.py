@@ -142,7 +142,7 @@ def graph_input(problem: Problem) -> GraphInput:
     weight = EDGE_FLOOR + np.minimum(np.log10(1.0 + volume) / BYTES_SCALE, 1.0)
     earlier_src, earlier_dst, earlier_share = _earlier_pairs(n, src, dst, volume)
     gpu_slots = np.zeros(DEVICE_SLOTS, bool)
-    gpu_slots[:n_devices] = [d.kind == "GPU" for d in cluster.devices]
+    gpu_slots[:n_devices] = cluster.is_gpu
     return GraphInput(features=torch.from_numpy(np.ascontiguousarray(features, np.float32)),
                       edge_src=torch.from_numpy(src), edge_dst=torch.from_numpy(dst),
                       edge_weight=torch.from_numpy(weight.astype(np.float32)),

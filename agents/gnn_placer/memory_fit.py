@@ -61,8 +61,7 @@ def peak_ratios(problem: Problem, placements: Sequence[np.ndarray], min_share: f
         raise ValueError(f"order={order!r}; expected 'earliest-start' or 'index'")
     seconds = problem.costs.seconds if order == "earliest-start" else None
     graph, cluster = problem.graph, problem.cluster
-    gpu = np.array([d.kind == "GPU" for d in cluster.devices])
-    memory = np.array([d.memory_bytes for d in cluster.devices], np.float64)
+    gpu, memory = cluster.is_gpu, cluster.memory_bytes
     out = []
     for placement, measured in zip(placements, problem.evaluator.batch(np.stack(placements))):
         estimate = sequential_peak_bytes(graph, cluster, placement, seconds)
@@ -99,8 +98,7 @@ def _checked(problem: Problem, placement: np.ndarray, log_probs: np.ndarray, mar
     log_probs = np.asarray(log_probs, np.float64)
     if log_probs.shape != (graph.n_groups, cluster.n_devices):
         raise ValueError(f"log_probs has shape {log_probs.shape}; expected ({graph.n_groups}, {cluster.n_devices})")
-    is_gpu = np.array([d.kind == "GPU" for d in cluster.devices])
-    return np.array(placement, np.int64), np.where(problem.allowed, log_probs, -np.inf), limit, is_gpu
+    return np.array(placement, np.int64), np.where(problem.allowed, log_probs, -np.inf), limit, cluster.is_gpu
 
 
 def fit_in_memory(problem: Problem, placement: np.ndarray, log_probs: np.ndarray, *,

@@ -158,6 +158,11 @@ class Cluster:
         return _frozen([DEVICE_KINDS.index(d.kind) for d in self.devices], np.int64)
 
     @cached_property
+    def is_gpu(self) -> np.ndarray:
+        """Whether each device is a GPU (bool)."""
+        return _frozen([d.kind == "GPU" for d in self.devices], bool)
+
+    @cached_property
     def peak_flops(self) -> np.ndarray:
         """fp32 FLOP/s per device."""
         return _frozen([d.peak_flops for d in self.devices], np.float64)
