@@ -180,7 +180,6 @@ def test_the_committed_cost_model_is_small_and_refines_an_unseen_graph(synth):
     assert pe.evaluate(synth, cluster, placement).runtime_s <= pe.evaluate(synth, cluster, place_zero_shot(problem)).runtime_s
 
 
-
 @pytest.mark.parametrize("seed", [1, 2])
 def test_the_other_pre_training_seeds_load_and_refine_an_unseen_graph(synth, seed):
     """docs/generalisation_seeds/seedS/ holds the network and cost model behind the README's three-seed table."""
