@@ -69,14 +69,28 @@ def test_validate_catches_a_tampered_runtime(results, tmp_path):
     assert main(["validate", str(results)]) == 0
 
 
+
+def test_report_gives_the_agent_at_one_budget_and_names_the_baseline_it_is_compared_with():
+    def row(method, budget, evaluations, runtime_s, seed):
+        return {"task": "t-2gpu", "method": method, "budget": budget, "evaluations": evaluations, "ok": True,
+                "runtime_s": runtime_s, "failure": "", "lower_bound_s": 1.0, "cluster": "c", "benchmark": "b",
+                "seed": seed}
+    rows = [row("mincut", 0, 0, 5.0, 0), row("simulated_annealing_warm", 1000, 1000, 4.0, 0),
+            row("mine:place", 100, 100, 4.4, 0), row("mine:place", 100, 100, 4.6, 1),
+            row("mine:place", 1000, 1000, 3.8, 0), row("mine:place", 1000, 1000, 4.2, 1)]
+    table = harness.markdown_table(rows)
+    assert "| 3.8 (mine:place @ 1,000 evaluations); mean 4 over 2 seeds |" in table  # not over the 100-budget rows
+    assert "| +5.0% (vs simulated_annealing_warm @ 1,000 evaluations, 4) |" in table
+    zero_shot = harness.markdown_table([row("mincut", 0, 0, 5.0, 0), row("mine:place", 0, 0, 4.5, 0)])
+    assert "| 4.5 (mine:place) |" in zero_shot and "| +10.0% (vs mincut, 5) |" in zero_shot
+
 def test_report_table_and_plots(results, tmp_path):
     path = harness.write_report(results, tmp_path / "report")
     text = path.read_text()
     assert "| task | 1 CPU | 1 GPU | Random search | best agent | lower bound | agent vs best baseline |" in text
-    assert "(thirdparty_agent:place)" in text
     rows = [r for r in read_rows(results) if r["method"] == "thirdparty_agent:place" and r["task"] == "synthetic-tiny-2gpu"]
     mean = sum(r["runtime_s"] for r in rows) / 2
-    assert f"{min(r['runtime_s'] for r in rows):.3g} (thirdparty_agent:place); mean {mean:.3g} over 2 seeds" in text
+    assert f"{min(r['runtime_s'] for r in rows):.3g} (thirdparty_agent:place @ 10 evaluations); mean {mean:.3g} over 2 seeds" in text
     assert (tmp_path / "report" / "bars.png").stat().st_size > 10_000
     assert len(list((tmp_path / "report").glob("gantt-*.png"))) == 3
     assert "## Methods at equal budgets" in text and "| random_search | 10 | 2 |" in text

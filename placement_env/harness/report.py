@@ -1,9 +1,10 @@
 """The paper-style table and plots from a results file.
 
 Rows are tasks (model x #GPUs); columns are the built-in baselines, the best learned / third-party
-method (any method that is not a built-in baseline), the lower bound, and that method's gain over
-the best baseline. A cell is the best successful runtime over seeds, or why it failed; the agent's
-cell also gives its mean over seeds when it ran more than one.
+method (any method that is not a built-in baseline) at one budget, the lower bound, and that method's gain
+over the best baseline. A baseline's cell is its best successful runtime over seeds and budgets, or why it
+failed; the agent's cell names its budget (when it spent evaluations) and gives its mean over the seeds
+run at that budget when there were more than one.
 """
 from __future__ import annotations
 
@@ -50,8 +51,8 @@ def _cell(row: dict[str, Any] | None) -> str:
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """{task: {"best": best row per method, "agent": best non-baseline row, "agent_runtimes": that method's
-    successful runtimes over seeds, ...}} in file order."""
+    """{task: {"best": best row per method, "agent": best non-baseline row, "agent_runtimes": the successful
+    runtimes over seeds of that method at that row's budget, ...}} in file order."""
     builtin = set(METHODS)  # every built-in method is a baseline; anything else is an agent
     tasks: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for row in rows:
@@ -66,11 +67,19 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         summary[task] = {
             "best": best,
             "agent": agent,
-            "agent_runtimes": [] if agent is None else [r["runtime_s"] for r in by_method[agent["method"]] if r["ok"]],
+            "agent_runtimes": [] if agent is None else [r["runtime_s"] for r in by_method[agent["method"]]
+                                                        if r["ok"] and r.get("budget") == agent.get("budget")],
             "best_baseline": min(baselines, key=lambda r: r["runtime_s"]) if baselines else None,
             "lower_bound_s": any_row["lower_bound_s"], "cluster": any_row["cluster"], "benchmark": any_row["benchmark"],
         }
     return summary
+
+
+def _at_budget(row: dict[str, Any]) -> str:
+    """" @ N evaluations" (N its budget) for a row that spent evaluations, else ""."""
+    budget = row.get("budget")
+    spent = isinstance(budget, int) and budget > 0 and (row.get("evaluations") or 0) > 0
+    return f" @ {budget:,} evaluations" if spent else ""
 
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:
@@ -84,8 +93,9 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
         agent, baseline = info["agent"], info["best_baseline"]
         gain = "-"
         if agent is not None and baseline is not None:
-            gain = f"{(baseline['runtime_s'] - agent['runtime_s']) / baseline['runtime_s']:+.1%}"
-        agent_cell = f"{agent['runtime_s']:.3g} ({agent['method']})" if agent is not None else "-"
+            gain = (f"{(baseline['runtime_s'] - agent['runtime_s']) / baseline['runtime_s']:+.1%} (vs "
+                    f"{baseline['method']}{_at_budget(baseline)}, {baseline['runtime_s']:.3g})")
+        agent_cell = "-" if agent is None else f"{agent['runtime_s']:.3g} ({agent['method']}{_at_budget(agent)})"
         if len(info["agent_runtimes"]) > 1:
             agent_cell += f"; mean {np.mean(info['agent_runtimes']):.3g} over {len(info['agent_runtimes'])} seeds"
         cells = [task, *(_cell(info["best"].get(m)) for m, _ in columns), agent_cell,
