@@ -90,15 +90,15 @@ def memory_limit(problem: Problem, margin: float) -> np.ndarray:
 
 
 def _checked(problem: Problem, placement: np.ndarray, log_probs: np.ndarray, margin: float
-             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """A copy of ``placement`` (int64), ``log_probs`` with -inf where a group may not go, each device's limit
-    (capacity / ``margin``) and which devices are GPUs; ValueError naming a bad margin or log_probs shape."""
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A copy of ``placement`` (int64), ``log_probs`` with -inf where a group may not go, and each device's limit
+    (capacity / ``margin``); ValueError naming a bad margin or log_probs shape."""
     limit = memory_limit(problem, margin)
     graph, cluster = problem.graph, problem.cluster
     log_probs = np.asarray(log_probs, np.float64)
     if log_probs.shape != (graph.n_groups, cluster.n_devices):
         raise ValueError(f"log_probs has shape {log_probs.shape}; expected ({graph.n_groups}, {cluster.n_devices})")
-    return np.array(placement, np.int64), np.where(problem.allowed, log_probs, -np.inf), limit, cluster.is_gpu
+    return np.array(placement, np.int64), np.where(problem.allowed, log_probs, -np.inf), limit
 
 
 def fit_in_memory(problem: Problem, placement: np.ndarray, log_probs: np.ndarray, *,
@@ -106,8 +106,9 @@ def fit_in_memory(problem: Problem, placement: np.ndarray, log_probs: np.ndarray
     """``placement`` [n] with groups moved until every device's sequential peak estimate is at most its
     capacity / ``margin`` (see the module docstring); ``log_probs`` [n, n_devices]: the network's per-group
     device log-probabilities (-inf where not allowed)."""
-    placement, log_probs, limit, is_gpu = _checked(problem, placement, log_probs, margin)
+    placement, log_probs, limit = _checked(problem, placement, log_probs, margin)
     graph, cluster = problem.graph, problem.cluster
+    is_gpu = cluster.is_gpu
     seconds = problem.costs.seconds
     left = np.zeros((graph.n_groups, cluster.n_devices), bool)  # the devices each group was moved off
     rows = np.arange(graph.n_groups)
@@ -135,8 +136,9 @@ def return_to_gpus(problem: Problem, placement: np.ndarray, log_probs: np.ndarra
     ``log_probs`` [n, n_devices]) where every device's sequential peak estimate stays at most its capacity /
     ``margin``; groups in order of their likeliest GPU's log-probability, highest first (see the module
     docstring)."""
-    placement, log_probs, limit, is_gpu = _checked(problem, placement, log_probs, margin)
+    placement, log_probs, limit = _checked(problem, placement, log_probs, margin)
     graph, cluster = problem.graph, problem.cluster
+    is_gpu = cluster.is_gpu
     on_gpu = np.where(is_gpu, log_probs, -np.inf)
     waiting = np.flatnonzero(~is_gpu[placement] & np.isfinite(on_gpu).any(axis=1))
     for group in waiting[np.argsort(-on_gpu[waiting].max(axis=1), kind="stable")]:

@@ -26,7 +26,8 @@ def _ok(row: dict[str, Any]) -> bool:
     return bool(row["ok"]) and isinstance(row["runtime_s"], (int, float))
 
 
-def _searches(row: dict[str, Any]) -> bool:
+def searches(row: dict[str, Any]) -> bool:
+    """Whether a results row spent runtime evaluations (a search), not a zero-budget heuristic."""
     return int(row.get("evaluations", 0)) > HEURISTIC_BUDGET
 
 
@@ -36,7 +37,7 @@ def references(rows: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]
     for row in rows:
         entry = out.setdefault(row["task"], {"expert": None, "best_heuristic": None, "lower_bound": None})
         entry["lower_bound"] = row["lower_bound_s"]
-        if _searches(row) or not _ok(row):
+        if searches(row) or not _ok(row):
             continue
         runtime = float(row["runtime_s"])
         if row["method"] == "expert":
@@ -61,7 +62,7 @@ def leaderboard_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     refs = references(rows)
     groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
-        budget = row["budget"] if _searches(row) else HEURISTIC_BUDGET
+        budget = row["budget"] if searches(row) else HEURISTIC_BUDGET
         groups[(row["task"], row["method"], budget)].append(row)
     entries = []
     for (task, method, budget), members in groups.items():
@@ -144,7 +145,7 @@ def _curves(rows: list[dict[str, Any]], budget: int | None) -> dict[str, dict[st
     """{task: {method: ((evaluation grid, median best-so-far), (wall grid, median best-so-far))}}."""
     by_key: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
-        if _searches(row) and row.get("anytime"):
+        if searches(row) and row.get("anytime"):
             by_key[(row["task"], row["method"])].append(row)
     out: dict[str, dict[str, tuple]] = defaultdict(dict)
     for (task, method), members in by_key.items():

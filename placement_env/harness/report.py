@@ -20,7 +20,7 @@ from ..benchmarks import load_benchmark
 from ..cluster import load_cluster
 from ..evaluation import Evaluator
 from ..problem import METHODS
-from .leaderboard import anytime_chart, leaderboard_table
+from .leaderboard import searches, anytime_chart, leaderboard_table
 from .results import read_rows
 
 BASELINE_COLUMNS = (("single_cpu", "1 CPU"), ("single_gpu", "1 GPU"), ("scotch", "Scotch"), ("mincut", "MinCut"),
@@ -76,10 +76,9 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _at_budget(row: dict[str, Any]) -> str:
-    """" @ N evaluations" (N its budget) for a row that spent evaluations, else ""."""
+    """" @ N evaluations" (N its budget) for a row that searched (spent evaluations) within a budget, else ""."""
     budget = row.get("budget")
-    spent = isinstance(budget, int) and budget > 0 and (row.get("evaluations") or 0) > 0
-    return f" @ {budget:,} evaluations" if spent else ""
+    return f" @ {budget:,} evaluations" if searches(row) and isinstance(budget, int) else ""
 
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:
