@@ -20,7 +20,7 @@ from ..benchmarks import load_benchmark
 from ..cluster import load_cluster
 from ..evaluation import Evaluator
 from ..problem import METHODS
-from .leaderboard import searches, anytime_chart, leaderboard_table
+from .leaderboard import anytime_chart, leaderboard_table, searches
 from .results import read_rows
 
 BASELINE_COLUMNS = (("single_cpu", "1 CPU"), ("single_gpu", "1 GPU"), ("scotch", "Scotch"), ("mincut", "MinCut"),
