@@ -232,3 +232,16 @@ def test_holdout_experiment_groups_families_and_summarises_its_rows(tmp_path, ca
         with pytest.raises(SystemExit) as exit_:
             holdout(argv)
         assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_refinement_gain_experiment_prints_a_row_per_task_and_the_counts(capsys):
+    from experiments.refinement_gain import main as gain
+
+    assert gain(["--suite", "tiny", "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    rows = [line.split("|") for line in printed.splitlines() if line.startswith("| ") and "tiny" in line]
+    assert len(rows) == 3 and all(float(r[3]) / float(r[2]) == pytest.approx(float(r[4]), rel=2e-3) for r in rows)
+    assert "of 3 tasks that ran; geometric mean refined / zero-shot" in printed
+    with pytest.raises(SystemExit) as exit_info:
+        gain(["--suite", "nope"])
+    assert exit_info.value.code == 2 and "--suite: unknown suite 'nope'" in capsys.readouterr().err
