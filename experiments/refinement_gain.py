@@ -1,4 +1,4 @@
-"""What the cost-model refinement does to the GNN placer's zero-shot placements: ``python -m experiments.refinement_gain``.
+"""What the cost-model refinement does to the zero-shot placements: ``python -m experiments.refinement_gain``.
 
 For every task of a suite (default ``generalisation-train``, the graphs the placer learned from), the zero-shot
 placement (``agents.gnn_placer.harness.zero_shot``, memory fit included) and the same placement refined on the cost
@@ -31,11 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     add_threads_argument(parser, default=1)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
+    from placement_env.errors import UnknownSuiteError
     from placement_env.harness.suites import load_suite
 
     try:
         load_suite(args.suite)
-    except (KeyError, ValueError) as error:
+    except UnknownSuiteError as error:
         parser.error(f"--suite: {error}")
     import torch
     from tqdm import tqdm
