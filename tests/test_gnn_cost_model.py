@@ -180,6 +180,33 @@ def test_the_committed_cost_model_is_small_and_refines_an_unseen_graph(synth):
     assert pe.evaluate(synth, cluster, placement).runtime_s <= pe.evaluate(synth, cluster, place_zero_shot(problem)).runtime_s
 
 
+def test_the_best_start_is_the_refined_start_predicted_faster_without_evaluations(synth):
+    from agents.gnn_placer import Trainer, make_task, place_refined_best_start
+    from agents.gnn_placer.harness import best_start, memory_margin, mincut_start, refined_starts
+    from baselines.partition import mincut
+
+    cluster = pe.load_cluster("k80-4gpu")
+    problem = pe.Problem.make(synth, cluster, budget=0)
+    net, config, meta = load_network(None)
+    cost, _ = load_cost_model(None)
+    margin = memory_margin(meta, None)
+    refined = refined_starts(Trainer(net, config), make_task(problem), cost, margin)
+    assert list(refined) == ["zero-shot", "mincut"] and problem.evaluations == 0
+    np.testing.assert_array_equal(refined["zero-shot"].start, place_zero_shot(problem))
+    np.testing.assert_array_equal(refined["mincut"].start, mincut_start(problem, margin))
+    inputs = cost_input(problem)
+    for start in refined.values():  # each start refined as refine() refines it, and its prediction
+        placement, moves = refine(problem, start.start, cost, inputs, margin=margin)
+        np.testing.assert_array_equal(start.placement, placement)
+        assert start.moves == moves
+        assert start.predicted == pytest.approx(float(cost.predict(inputs, placement[None])[0]), abs=1e-6)
+    chosen = best_start(refined)
+    assert refined[chosen].predicted == min(r.predicted for r in refined.values())
+    np.testing.assert_array_equal(place_refined_best_start(problem), refined[chosen].placement)
+    assert problem.evaluations == 0 and pe.evaluate(synth, cluster, refined[chosen].placement).ok
+    np.testing.assert_array_equal(refined["mincut"].start, mincut(problem))  # the small graph fits as MinCut places it
+
+
 @pytest.mark.parametrize("folder, seed", [("seed1", 1), ("seed2", 2), ("today-seed0", 0), ("today-seed1", 1),
                                           ("today-seed2", 2)])
 def test_the_pre_training_seeds_behind_the_readme_load_and_place_an_unseen_graph(synth, folder, seed):
@@ -245,3 +272,27 @@ def test_refinement_gain_experiment_prints_a_row_per_task_and_the_counts(capsys)
     with pytest.raises(SystemExit) as exit_info:
         gain(["--suite", "nope"])
     assert exit_info.value.code == 2 and "--suite: unknown suite 'nope'" in capsys.readouterr().err
+
+
+def test_zero_shot_validation_rows_set_placements_against_the_best_heuristic(tmp_path, capsys):
+    import json
+
+    from agents.gnn_placer.checkpoint import PRETRAINED
+    from experiments.zero_shot_validation import main as validate
+    from placement_env.harness.suites import load_suite
+
+    out = tmp_path / "rows.jsonl"
+    pair = ["--pair", "committed", str(PRETRAINED), str(PRETRAINED_COST_MODEL)]
+    assert validate(["--suite", "tiny", *pair, "--out", str(out), "--no-progress"]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["task"] for r in rows] == [t.name for t in load_suite("tiny")]
+    for r in rows:
+        assert r["zero_shot_ratio"] == pytest.approx(r["zero_shot_s"] / r["best_heuristic_s"])
+        assert r["refined_ratio"] == pytest.approx(r["refined_s"] / r["best_heuristic_s"])
+        assert len(r["zero_shot"]) == len(r["refined"]) and r["moves"] >= 0
+        assert r["best_start"] == r["refined" if r["start"] == "zero-shot" else "mincut_refined"]
+    within = {kind: sum(r[f"{kind}_ratio"] <= 1.15 for r in rows) for kind in ("zero_shot", "refined")}
+    assert (f"all: zero-shot {within['zero_shot']} of 3 within 15%" in capsys.readouterr().out)
+    with pytest.raises(SystemExit) as exit_info:
+        validate(["--pair", "x", str(tmp_path / "none.pt"), str(PRETRAINED_COST_MODEL)])
+    assert exit_info.value.code == 2 and "none.pt' is not a file" in capsys.readouterr().err

@@ -6,7 +6,10 @@ placement of the checkpoint's network, with groups moved off any device whose es
 its capacity divided by the checkpoint's memory margin, then groups on the CPU moved to GPUs with room
 (:mod:`.memory_fit`). ``place_zero_shot_refined`` answers without evaluating anything either: that placement,
 improved by local search on the learned cost model (``cost_model.pt`` beside this file or
-``$GNN_PLACER_COST_MODEL``; :mod:`.refine`). ``place_fine_tune`` evaluates that placement, then trains the
+``$GNN_PLACER_COST_MODEL``; :mod:`.refine`). ``place_refined_best_start`` refines two starts that need no
+evaluation, that placement and MinCut's (fitted into memory the same way, every allowed device equally likely), and
+answers the refined one the cost model predicts faster (chosen on the validation split, where it beat the one
+start: ``experiments.zero_shot_validation``). ``place_fine_tune`` evaluates that placement, then trains the
 network on this one graph with the pre-training's update (REINFORCE with self-imitation of the best placement
 so far, :class:`Trainer`) at a lower learning rate within ``problem.budget`` evaluations, and returns the
 fastest placement it evaluated.
@@ -15,15 +18,17 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
 from agents.torch_threads import on_harness_threads
+from baselines.partition import mincut
 from placement_env import Problem
 from placement_env.errors import CheckpointMismatchError
 
 from .checkpoint import HOW_TO_TRAIN, checkpoint_path, load_cost_model, load_network
-from .cost_model import cost_input
+from .cost_model import CostNet, cost_input
 from .memory_fit import ESTIMATE, fit_in_memory, return_to_gpus
 from .refine import refine
 from .task import PlacementTask, make_task
@@ -39,6 +44,39 @@ def zero_shot(trainer: Trainer, task: PlacementTask, margin: float) -> np.ndarra
     placement, log_probs = trainer.greedy_with_log_probs(task)
     fitted = fit_in_memory(task.problem, placement, log_probs, margin=margin)
     return return_to_gpus(task.problem, fitted, log_probs, margin=margin)
+
+
+def mincut_start(problem: Problem, margin: float) -> np.ndarray:
+    """MinCut's placement of ``problem`` fitted into memory as the zero-shot one is, every allowed device equally
+    likely (no evaluation)."""
+    uniform = np.where(problem.allowed, 0.0, -np.inf)
+    return fit_in_memory(problem, np.asarray(mincut(problem), np.int64), uniform, margin=margin)
+
+
+class Refined(NamedTuple):
+    """A start refined on the cost model: the start, the refined placement, the moves taken and the refined
+    placement's predicted log(runtime / lower bound)."""
+
+    start: np.ndarray
+    placement: np.ndarray
+    moves: int
+    predicted: float
+
+
+def refined_starts(trainer: Trainer, task: PlacementTask, cost: CostNet, margin: float) -> dict[str, Refined]:
+    """The zero-shot placement of ``task`` ("zero-shot") and MinCut's ("mincut"), each refined on ``cost`` (no
+    evaluation)."""
+    inputs = cost_input(task.problem)
+    starts = {"zero-shot": zero_shot(trainer, task, margin), "mincut": mincut_start(task.problem, margin)}
+    refined = {name: refine(task.problem, start, cost, inputs, margin=margin) for name, start in starts.items()}
+    predicted = cost.predict(inputs, np.stack([placement for placement, _ in refined.values()]))
+    return {name: Refined(starts[name], placement, moves, float(p))
+            for (name, (placement, moves)), p in zip(refined.items(), predicted)}
+
+
+def best_start(refined: dict[str, Refined]) -> str:
+    """The start whose refined placement is predicted fastest (the first on a tie)."""
+    return min(refined, key=lambda name: refined[name].predicted)
 
 
 def memory_margin(meta: dict, checkpoint: Path | None) -> float:
@@ -71,6 +109,17 @@ def place_zero_shot_refined(problem: Problem, *, checkpoint: Path | None = None,
     margin = memory_margin(meta, checkpoint)
     start = zero_shot(Trainer(net, config), make_task(problem), margin)
     return refine(problem, start, cost, cost_input(problem), margin=margin)[0]
+
+
+@on_harness_threads
+def place_refined_best_start(problem: Problem, *, checkpoint: Path | None = None,
+                             cost_model: Path | None = None) -> np.ndarray:
+    """Harness method: the zero-shot placement and MinCut's, each refined on the cost model; the one predicted
+    faster (no evaluation)."""
+    net, config, meta = load_network(checkpoint)
+    cost, _ = load_cost_model(cost_model)
+    refined = refined_starts(Trainer(net, config), make_task(problem), cost, memory_margin(meta, checkpoint))
+    return refined[best_start(refined)].placement
 
 
 @on_harness_threads
