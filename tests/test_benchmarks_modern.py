@@ -10,14 +10,14 @@ import pytest
 import tensorflow as tf
 
 import placement_env as pe
-from placement_env.benchmarks import (EXTRA_MODELS, MODERN_MODELS, bert, common, gpt2, mobilenet_v2, resnet50,
-                                      transformer, vgg16, vgg16_bn)
+from placement_env.benchmarks import (EXTRA_MODELS, MODERN_MODELS, bert, common, gpt2, mlp_mixer, mobilenet_v2,
+                                      resnet50, transformer, vgg16, vgg16_bn)
 from placement_env.benchmarks.sizes import MOBILENET_V2_STAGES, RESNET50_STAGES, VGG16_STAGES
 
 CONTROL_FLOW = {"While", "StatelessWhile", "Switch", "Merge", "Enter", "Exit", "NextIteration",
                 "LoopCond", "PartitionedCall", "StatefulPartitionedCall", "If", "StatelessIf"}
 MODULES = {"transformer": transformer, "gpt2": gpt2, "bert": bert, "resnet50": resnet50, "vgg16": vgg16,
-           "vgg16_bn": vgg16_bn, "mobilenet_v2": mobilenet_v2}
+           "vgg16_bn": vgg16_bn, "mobilenet_v2": mobilenet_v2, "mlp_mixer": mlp_mixer}
 MODELS = (*MODERN_MODELS, *EXTRA_MODELS)
 # Ops outside every block: the optimiser, the gradients' own bookkeeping, the initialiser.
 OUTSIDE_BLOCKS = ("gradients", "train_step", "init")
@@ -207,6 +207,33 @@ def test_vgg16_has_the_published_parameter_count():
             == expected(vgg16_bn.TINY) + scales(vgg16_bn.TINY))
 
 
+def test_mlp_mixer_is_the_published_architecture():
+    """Mixer-B/16: a patch embedding, 12 layers of token mixing (an MLP across the 196 tokens of each channel) and
+    channel mixing, each pre-norm with a skip connection, a final LayerNorm, mean pooling and a linear head:
+    59,880,472 weights (the paper's 59 M; closed form here, TINY's trainable variables checked against it)."""
+    def expected(p: dict) -> int:
+        c, s = p["d_model"], (p["image_size"] // p["patch"]) ** 2
+        stem = p["patch"] ** 2 * 3 * c + c
+        token = 2 * c + (s * p["token_mlp"] + p["token_mlp"]) + (p["token_mlp"] * s + s)
+        channel = 2 * c + (c * p["channel_mlp"] + p["channel_mlp"]) + (p["channel_mlp"] * c + c)
+        return stem + p["layers"] * (token + channel) + 2 * c + c * p["num_classes"] + p["num_classes"]
+
+    assert expected(mlp_mixer.PAPER) == 59_880_472
+    assert sum(int(np.prod(shape)) for shape in _trainable(tiny("mlp_mixer")).values()) == expected(mlp_mixer.TINY)
+    m = mlp_mixer.TINY
+    graph = tiny("mlp_mixer").graph
+    tokens = (m["image_size"] // m["patch"]) ** 2
+    # the token MLP runs across the tokens: one row per (image, channel)
+    mixing = graph.get_tensor_by_name("layer_0/token_mixing/intermediate/matmul:0").shape.as_list()
+    assert mixing == [m["batch"] * m["d_model"], m["token_mlp"]]
+    assert graph.get_tensor_by_name("layer_1/channel_mixing/residual:0").shape.as_list() == \
+        [m["batch"] * tokens, m["d_model"]]
+    assert graph.get_tensor_by_name("head/logits/bias_add:0").shape.as_list() == [m["batch"], m["num_classes"]]
+    forward = [op.type for op in graph.get_operations() if not op.name.startswith("gradients/")]
+    assert "BatchMatMulV2" not in forward and forward.count("Conv2D") == 1  # no attention; only the patch embedding
+    assert pe.benchmark_blocks("mlp_mixer") == ("inputs", "stem", *(f"layer_{k}" for k in range(12)), "head", "loss")
+
+
 def test_mobilenet_v2_is_the_published_architecture():
     """Table 2 of Sandler et al.: 17 inverted residual units, 10 of them with an identity shortcut, the first without
     an expansion; 3,504,872 trainable weights at 224x224 and 1000 classes (Keras' count; closed form here, TINY's
@@ -280,6 +307,10 @@ def test_bad_parameters_name_the_parameter(name):
     if name in ("resnet50", "vgg16", "vgg16_bn", "mobilenet_v2"):
         with pytest.raises(ValueError, match="image_size=16"):
             mod.build(**{**mod.TINY, "image_size": 16})
+        return
+    if name == "mlp_mixer":
+        with pytest.raises(ValueError, match="image_size=20 is not a multiple of patch=8"):
+            mod.build(**{**mod.TINY, "image_size": 20})
         return
     with pytest.raises(ValueError, match="d_model=16 is not a multiple of heads=3"):
         mod.build(**{**mod.TINY, "heads": 3})

@@ -50,9 +50,10 @@ def test_suites_split_families_on_the_k80_machines():
     assert {t.benchmark for t in with_random[len(train):]} == {f"random_cnn:{seed}" for seed in range(4)}
     validation = load_suite("generalisation-validation")  # families in neither split nor the cost model's graphs
     assert {t.benchmark for t in validation} == {"vgg16", "vgg16-batch352", "vgg16_bn-batch128", "vgg16_bn-batch176",
-                                                 "mobilenet_v2-batch320", "mobilenet_v2-batch416"}
+                                                 "mobilenet_v2-batch320", "mobilenet_v2-batch416",
+                                                 "mlp_mixer-batch48", "mlp_mixer-batch60"}
     seen = {t.benchmark.split("-")[0] for t in train + test + load_suite("generalisation-train-random-cnn-8")}
-    assert len(validation) == 12 and not seen & {t.benchmark.split("-")[0] for t in validation}
+    assert len(validation) == 16 and not seen & {t.benchmark.split("-")[0] for t in validation}
     assert load_suite("generalisation-train-random-cnn-8")[:len(with_random)] == with_random
     assert len(load_suite("generalisation-train-random-cnn-8")) == len(train) + 2 * 8
     with_test_graph = load_suite("generalisation-train-plus-resnet50")

@@ -142,6 +142,14 @@ RANDOM_CNN_TINY: dict[str, Any] = {"seed": 0, "stages": 4, "units": 3, "width": 
                                    "num_classes": 10, "depth_multiplier": 0.125, "min_depth": 8}
 
 
+# MLP-Mixer B/16 (Tolstikhin et al. 2021, Table 1): 16x16 patches of 224x224 images, 12 layers of width 768, token
+# MLP 384, channel MLP 3072, 1000 classes; batch 32, at which one K80 die (10.5 GiB) runs out of memory and two hold it.
+MLP_MIXER_PAPER: dict[str, Any] = {"image_size": 224, "patch": 16, "batch": 32, "d_model": 768, "layers": 12,
+                                   "token_mlp": 384, "channel_mlp": 3072, "num_classes": 1000}
+
+MLP_MIXER_TINY: dict[str, Any] = {"image_size": 32, "patch": 8, "batch": 2, "d_model": 16, "layers": 2,
+                                  "token_mlp": 8, "channel_mlp": 32, "num_classes": 10}
+
 # "<model>-deep": larger variants for the simulator at scale.
 DEEP: dict[str, dict[str, Any]] = {"rnnlm": RNNLM_DEEP, "nmt": NMT_DEEP}
 
@@ -156,6 +164,7 @@ PARAMS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "vgg16": (VGG16_PAPER, VGG16_TINY),
     "vgg16_bn": (VGG16_PAPER, VGG16_TINY),
     "mobilenet_v2": (MOBILENET_V2_PAPER, MOBILENET_V2_TINY),
+    "mlp_mixer": (MLP_MIXER_PAPER, MLP_MIXER_TINY),
     "synthetic": (SYNTHETIC_PAPER, SYNTHETIC_TINY),
     "random_cnn": (RANDOM_CNN_PAPER, RANDOM_CNN_TINY),
 }
@@ -212,6 +221,7 @@ BLOCKS: dict[str, Callable[[dict[str, Any]], tuple[str, ...]]] = {
     "transformer": lambda p: ("inputs", "embedding", *_layers("encoder/", p), *_layers("decoder/", p),
                               "softmax", "loss"),
     "gpt2": lambda p: ("inputs", "embedding", *_layers("", p), "softmax", "loss"),
+    "mlp_mixer": lambda p: ("inputs", "stem", *_layers("", p), "head", "loss"),
     "bert": lambda p: ("inputs", "embeddings", *_layers("encoder/", p), "pooler", "masked_lm", "next_sentence",
                        "loss"),
     "resnet50": lambda p: ("inputs", "conv1", "pool1",

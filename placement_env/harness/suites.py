@@ -78,14 +78,16 @@ GENERALISATION_TRAIN_RANDOM_CNN_8 = _with_random_cnns(8)
 # cannot avoid (docs/findings.md).
 GENERALISATION_TRAIN_PLUS_RESNET50 = (*GENERALISATION_TRAIN, ("ResNet-50", "resnet50"))
 # A validation split for choices about the zero-shot method (its memory repairs, its refinement): families in neither
-# split nor among the cost model's train graphs, at the batches of the experiments above (VGG-16, VGG-16-BN,
-# MobileNetV2, each at a single-GPU peak of about 0.75 and 1.0 of two dies). The train tasks are a biased judge of
-# such choices, since the placer learned their placements (docs/findings.md), and the test tasks must not be one.
+# split nor among the cost model's train graphs, each at a single-GPU peak of about 0.75 and 1.0 of two dies: three
+# CNNs at the batches of the experiments above (VGG-16, VGG-16-BN, MobileNetV2) and MLP-Mixer (layers of a
+# Transformer encoder's shape without attention; batch 48 and 60: 0.79 and 0.99). The train tasks are a biased judge
+# of such choices, since the placer learned their placements (docs/findings.md), and the test tasks must not be one.
 GENERALISATION_VALIDATION = (("VGG-16", "vgg16"), ("VGG-16, batch 352", "vgg16-batch352"),
                              ("VGG-16-BN, batch 128", "vgg16_bn-batch128"),
                              ("VGG-16-BN, batch 176", "vgg16_bn-batch176"),
                              ("MobileNetV2, batch 320", "mobilenet_v2-batch320"),
-                             ("MobileNetV2, batch 416", "mobilenet_v2-batch416"))
+                             ("MobileNetV2, batch 416", "mobilenet_v2-batch416"),
+                             ("MLP-Mixer, batch 48", "mlp_mixer-batch48"), ("MLP-Mixer, batch 60", "mlp_mixer-batch60"))
 
 
 def _on_k80(models: tuple[tuple[str, str], ...]) -> tuple[Task, ...]:
