@@ -6,7 +6,9 @@ default, GNMT's 8 + 8 layers over 60 + 60 steps (67,639 ops, 1,139 groups), or `
 times, per placement, a batch of 64 random placements (each group on a device that can run it) on one
 thread and on ``--threads`` threads (``SimulationPlan.run_batch(..., threads=N)``), alternated over
 ``--rounds`` rounds, best and median of 5 batches each; then, on one thread, placements that split the groups
-in index order as layer-wise splits do: all on GPU 0, and 2 or 4 contiguous blocks over the GPUs. Last, the
+in index order as layer-wise splits do: all on GPU 0, and 2 or 4 contiguous blocks over the GPUs; and the expert's
+and MinCut's placements, each alone and 64 placements one group away from it (what local search and annealing
+evaluate; one thread and ``--threads``). Last, the
 GNN placer's network (the committed checkpoint, and a network of its shape with the sequential decoder; one
 torch thread) on the same graph and each cluster: best of 5 of its forward pass, and of forward, 16 samples and
 backward (an update's work without the simulator).
@@ -64,6 +66,21 @@ def _in_order_splits(allowed: np.ndarray, gpus: list[int]) -> dict[str, np.ndarr
     return {name: np.where(allowed[rows, p], p, 0) for name, p in splits.items()}
 
 
+def _one_move_neighbours(placement: np.ndarray, allowed: np.ndarray, rng: np.random.Generator,
+                         count: int = 64) -> np.ndarray:
+    """``count`` placements that each move one random group of ``placement`` to another device it can run on
+    (what local search and annealing evaluate)."""
+    moves = np.repeat(placement[None], count, axis=0)
+    for row in moves:
+        while True:
+            g = int(rng.integers(len(placement)))
+            others = np.flatnonzero(allowed[g] & (np.arange(allowed.shape[1]) != placement[g]))
+            if others.size:
+                row[g] = rng.choice(others)
+                break
+    return moves
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--benchmark", default="nmt-deep", help="a benchmark name (default: %(default)s)")
@@ -77,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
     import placement_env as pe
     from placement_env.costs import analytical_costs
     from placement_env.runtime.simulated import SimulationPlan, check_threads
+
+    from baselines.expert import expert
+    from baselines.partition import mincut
 
     check_threads(args.threads)
     graph = pe.load_benchmark(args.benchmark, max_groups=4000)
@@ -102,6 +122,14 @@ def main(argv: list[str] | None = None) -> int:
         for split, placement in _in_order_splits(allowed, gpus).items():
             times = _per_placement(plan, np.repeat(placement[None], 16, axis=0), 1)
             print(f"{name}, {split}: best {min(times) * 1e3:.2f} ms per placement (one thread)")
+        problem = pe.Problem.make(graph, cluster)
+        for label, placement in (("expert", expert(problem)), ("MinCut", mincut(problem))):
+            times = _per_placement(plan, np.repeat(placement[None], 16, axis=0), 1)
+            moves = _one_move_neighbours(placement, allowed, rng)
+            cells = [f"{threads} thread(s) best {min(t) * 1e3:.2f} ms" for threads in (1, args.threads)
+                     for t in [_per_placement(plan, moves, threads)]]
+            print(f"{name}, {label}: best {min(times) * 1e3:.2f} ms per placement (one thread); 64 one-group "
+                  f"moves from it: " + ", ".join(cells))
     import dataclasses
 
     import torch

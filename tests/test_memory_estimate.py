@@ -26,6 +26,19 @@ def test_chain_peak_counts_outputs_until_their_last_consumer_and_copies_on_the_o
     assert pe.sequential_peak_bytes(g, c, [0, 0, 0, 1]).tolist() == [115, 101]
 
 
+def test_an_op_of_two_outputs_with_a_copy_read_by_two_consumers_and_a_control_edge():
+    # op 0 makes 30 and 40 bytes: the 30 are read by op 3 on its own device, the 40 by ops 1 and 2 on device 1
+    # (one copy there, until op 2); the control edge 0 -> 4 carries no buffer
+    g = make_graph(5, [(0, 1, 1, 40), (0, 2, 1, 40), (0, 3, 0, 30), (0, 4, -1, 0), (1, 2, 0, 1)],
+                   outputs=[[30, 40], [1], [1], [1], [1]])
+    memory = pe.sequential_memory(g, make_cluster(), [0, 1, 1, 0, 0])
+    # device 0: both outputs at op 0 (the 40 have no consumer there); device 1: the copy, op 1's and op 2's output
+    assert memory.peak_bytes.tolist() == [70, 42]
+    assert memory.peak_op.tolist() == [0, 2]
+    assert memory.at_peak_bytes[:, 0].tolist() == [70, 0, 0, 0, 0]
+    assert memory.at_peak_bytes[:, 1].tolist() == [0, 1, 41, 0, 0]  # the copy is charged to its last consumer
+
+
 def test_earliest_start_order_runs_an_op_when_its_inputs_are_done():
     # two branches from op 0: 0 -> 1 (slow, 10 s, 50 bytes out) -> 2 -> 4, and 0 -> 3 (70 bytes out) -> 4. In
     # index order op 1's output is freed after op 2, before op 3 runs; by earliest starts op 3 (at 1 s) runs

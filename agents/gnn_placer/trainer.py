@@ -17,6 +17,7 @@ eight train tasks and stayed there, its samples all alike (docs/findings.md).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import cached_property
 from typing import Any, Sequence
 
 import numpy as np
@@ -82,8 +83,13 @@ class Trainer:
 
     def __init__(self, net: GnnPlacerNet, config: Config, *, seed: int = 0) -> None:
         self.net, self.config = net, config
-        self.optimizer = torch.optim.Adam(net.parameters(), lr=config.lr)
         self.generator = torch.Generator().manual_seed(int(seed))
+
+    @cached_property
+    def optimizer(self) -> torch.optim.Adam:
+        """Made at the first update: building an optimiser imports torch's compiler stack (about 2 s), which a
+        zero-shot placement never needs."""
+        return torch.optim.Adam(self.net.parameters(), lr=self.config.lr)
 
     def update(self, tasks: Sequence[PlacementTask], samples: int | None = None) -> list[GraphStats]:
         """One REINFORCE step over ``tasks`` (``samples`` placements each, default ``config.samples``); the
