@@ -112,8 +112,9 @@ def _sequential_memory(dev, order, group, n_groups, output_ptr, output_bytes, pe
     for o in range(n_out):
         first = step[out_op[o]]
         size = output_bytes[o]
-        delta[dev[out_op[o]], first] += size
-        delta[dev[out_op[o]], own_last[o] + 1] -= size
+        home = dev[out_op[o]]
+        delta[home, first] += size
+        delta[home, own_last[o] + 1] -= size
         for d in range(n_dev):
             if copy_last[o, d] >= 0:
                 delta[d, first] += size
@@ -134,9 +135,9 @@ def _sequential_memory(dev, order, group, n_groups, output_ptr, output_bytes, pe
     at_peak = np.zeros((n_groups, n_dev), np.int64)
     for o in range(n_out):
         first = step[out_op[o]]
-        d = dev[out_op[o]]
-        if first <= peak_step[d] <= own_last[o]:
-            at_peak[group[out_op[o]], d] += output_bytes[o]
+        home = dev[out_op[o]]
+        if first <= peak_step[home] <= own_last[o]:
+            at_peak[group[out_op[o]], home] += output_bytes[o]
         for d in range(n_dev):
             if copy_last[o, d] >= 0 and first <= peak_step[d] <= copy_last[o, d]:
                 at_peak[group[order[copy_last[o, d]]], d] += output_bytes[o]
@@ -152,7 +153,7 @@ def sequential_memory(graph: OpGraph, cluster: Any, placement: Any, seconds: Any
     # order[t]: the op that runs t-th (index order, or earliest starts, ties by index)
     order = np.arange(n) if seconds is None else np.argsort(earliest_starts(graph, dev, seconds), kind="stable")
     peak, peak_step, at_peak = _sequential_memory(
-        dev, order, graph.group, graph.n_groups, graph.output_ptr, graph.output_bytes.astype(np.int64),
-        graph.persistent_bytes.astype(np.int64), graph.edge_src, graph.edge_dst, graph.edge_src_output, n_dev)
+        dev, order, graph.group, graph.n_groups, graph.output_ptr, np.asarray(graph.output_bytes, np.int64),
+        np.asarray(graph.persistent_bytes, np.int64), graph.edge_src, graph.edge_dst, graph.edge_src_output, n_dev)
     at_peak[np.arange(graph.n_groups), group_device] += np.asarray(graph.group_persistent_bytes, np.int64)
     return SequentialMemory(peak_bytes=peak, peak_op=order[peak_step], at_peak_bytes=at_peak)
