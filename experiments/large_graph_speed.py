@@ -69,15 +69,12 @@ def _in_order_splits(allowed: np.ndarray, gpus: list[int]) -> dict[str, np.ndarr
 def _one_move_neighbours(placement: np.ndarray, allowed: np.ndarray, rng: np.random.Generator,
                          count: int = 64) -> np.ndarray:
     """``count`` placements that each move one random group of ``placement`` to another device it can run on
-    (what local search and annealing evaluate)."""
-    moves = np.repeat(placement[None], count, axis=0)
+    (what local search and annealing evaluate); none if no group can move."""
+    movable = np.flatnonzero(allowed.sum(axis=1) > 1)
+    moves = np.repeat(placement[None], count if movable.size else 0, axis=0)
     for row in moves:
-        while True:
-            g = int(rng.integers(len(placement)))
-            others = np.flatnonzero(allowed[g] & (np.arange(allowed.shape[1]) != placement[g]))
-            if others.size:
-                row[g] = rng.choice(others)
-                break
+        g = int(rng.choice(movable))
+        row[g] = rng.choice(np.flatnonzero(allowed[g] & (np.arange(allowed.shape[1]) != placement[g])))
     return moves
 
 
@@ -127,9 +124,9 @@ def main(argv: list[str] | None = None) -> int:
             times = _per_placement(plan, np.repeat(placement[None], 16, axis=0), 1)
             moves = _one_move_neighbours(placement, allowed, rng)
             cells = [f"{threads} thread(s) best {min(t) * 1e3:.2f} ms" for threads in (1, args.threads)
-                     for t in [_per_placement(plan, moves, threads)]]
-            print(f"{name}, {label}: best {min(times) * 1e3:.2f} ms per placement (one thread); 64 one-group "
-                  f"moves from it: " + ", ".join(cells))
+                     for t in [_per_placement(plan, moves, threads)]] if len(moves) else ["no group can move"]
+            print(f"{name}, {label}: best {min(times) * 1e3:.2f} ms per placement (one thread); {len(moves)} "
+                  f"one-group moves from it: " + ", ".join(cells))
     import dataclasses
 
     import torch
