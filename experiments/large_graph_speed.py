@@ -66,18 +66,6 @@ def _in_order_splits(allowed: np.ndarray, gpus: list[int]) -> dict[str, np.ndarr
     return {name: np.where(allowed[rows, p], p, 0) for name, p in splits.items()}
 
 
-def _one_move_neighbours(placement: np.ndarray, allowed: np.ndarray, rng: np.random.Generator,
-                         count: int = 64) -> np.ndarray:
-    """``count`` placements that each move one random group of ``placement`` to another device it can run on
-    (what local search and annealing evaluate); none if no group can move."""
-    movable = np.flatnonzero(allowed.sum(axis=1) > 1)
-    moves = np.repeat(placement[None], count if movable.size else 0, axis=0)
-    for row in moves:
-        g = int(rng.choice(movable))
-        row[g] = rng.choice(np.flatnonzero(allowed[g] & (np.arange(allowed.shape[1]) != placement[g])))
-    return moves
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--benchmark", default="nmt-deep", help="a benchmark name (default: %(default)s)")
@@ -94,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from baselines.expert import expert
     from baselines.partition import mincut
+    from baselines.search import Moves
 
     check_threads(args.threads)
     graph = pe.load_benchmark(args.benchmark, max_groups=4000)
@@ -122,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         problem = pe.Problem.make(graph, cluster)
         for label, placement in (("expert", expert(problem)), ("MinCut", mincut(problem))):
             times = _per_placement(plan, np.repeat(placement[None], 16, axis=0), 1)
-            moves = _one_move_neighbours(placement, allowed, rng)
+            move = Moves(allowed, rng)  # local search's and annealing's moves, one group each here
+            moves = np.array([move(placement, 1) for _ in range(64 if move.possible else 0)])
             cells = [f"{threads} thread(s) best {min(t) * 1e3:.2f} ms" for threads in (1, args.threads)
                      for t in [_per_placement(plan, moves, threads)]] if len(moves) else ["no group can move"]
             print(f"{name}, {label}: best {min(times) * 1e3:.2f} ms per placement (one thread); {len(moves)} "
