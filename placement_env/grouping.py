@@ -13,7 +13,11 @@ Three stages, each keeping the ones before intact:
    each group with the unmatched neighbour it exchanges the most bytes with, lightest groups
    first), under a weight cap that doubles when a round cannot merge.
 
-Group weights are the ops' estimated FLOPs. Everything is deterministic: ties break by index.
+Group weights are the ops' estimated FLOPs. Weights say nothing of memory, so stages 2 and 3 never merge two
+groups that each hold more than ``LARGE_VARIABLES`` bytes of variables: an embedding table costs next to no FLOPs,
+and DLRM's 26 tables (16 GiB) would otherwise all join the op that stacks their rows, one group no GPU can hold.
+(The last-resort pairing of stage 3, for when no edge can merge, ignores this, so that coarsening always ends.)
+Everything is deterministic: ties break by index.
 """
 from __future__ import annotations
 
@@ -25,6 +29,10 @@ from .unionfind import UnionFind, renumber_by_first
 
 DEFAULT_MAX_GROUPS = 256  # TF's hierarchical placer used min(256, 20 x #devices)
 TINY_SHARE = 0.02  # a group under this share of the average weight is folded into a neighbour
+# Variables past this size are a placement decision of their own: a tenth of a K80 die's memory, a sixteenth of a
+# 16 GiB V100's. An absolute size rather than a share of the graph's, so that a small graph's variables, which fit
+# anywhere, group as before; no benchmark before DLRM has a group this large, so their groups are unchanged.
+LARGE_VARIABLES = 2**30
 
 
 def group_ops(graph: OpGraph, max_groups: int = DEFAULT_MAX_GROUPS) -> OpGraph:
@@ -33,10 +41,11 @@ def group_ops(graph: OpGraph, max_groups: int = DEFAULT_MAX_GROUPS) -> OpGraph:
         raise ValueError(f"max_groups={max_groups!r}: must be a positive integer (the paper used a few hundred)")
     weight = np.asarray(graph.flops, dtype=np.float64)
     cap = max(weight.sum() / max_groups, 1.0)
-    labels = _heuristic_merges(graph, weight, cap)
+    held = np.asarray(graph.persistent_bytes, dtype=np.float64)  # bytes of variables per op
+    labels = _heuristic_merges(graph, weight, cap, held)
     hard_groups = int(graph.colocation.max()) + 1 if graph.n_ops else 0
     heuristic_groups = int(labels.max()) + 1 if graph.n_ops else 0
-    labels = _coarsen(graph, labels, weight, max_groups, cap)
+    labels = _coarsen(graph, labels, weight, max_groups, cap, held)
     return graph.with_groups(
         labels,
         grouping={
@@ -47,20 +56,23 @@ def group_ops(graph: OpGraph, max_groups: int = DEFAULT_MAX_GROUPS) -> OpGraph:
     )
 
 
-def _heuristic_merges(graph: OpGraph, weight: np.ndarray, cap: float) -> np.ndarray:
+def _heuristic_merges(graph: OpGraph, weight: np.ndarray, cap: float, held: np.ndarray) -> np.ndarray:
     sets = UnionFind(graph.colocation)
     roots = np.array(sets.parent, dtype=np.int64)  # every op points at its component's first op
     root_weight = np.bincount(roots, weights=weight, minlength=graph.n_ops).tolist()
+    root_held = np.bincount(roots, weights=held, minlength=graph.n_ops).tolist()
     masks = np.full(graph.n_ops, 0b11, dtype=np.uint8)
     np.bitwise_and.at(masks, roots, graph.device_mask)
     root_mask = masks.tolist()
 
     def merge(a: int, b: int) -> None:
         ra, rb = sets.find(a), sets.find(b)
-        if ra == rb or root_mask[ra] != root_mask[rb] or root_weight[ra] + root_weight[rb] > cap:
+        if ra == rb or root_mask[ra] != root_mask[rb] or root_weight[ra] + root_weight[rb] > cap \
+                or min(root_held[ra], root_held[rb]) > LARGE_VARIABLES:
             return
         root = sets.union(ra, rb)
         root_weight[root] = root_weight[ra] + root_weight[rb]
+        root_held[root] = root_held[ra] + root_held[rb]
         root_mask[root] = root_mask[ra]
 
     data = ~graph.is_control_edge
@@ -83,14 +95,15 @@ def _consumers_by_producer(n: int, src: np.ndarray, dst: np.ndarray) -> list[lis
     return result
 
 
-def _coarsen(graph: OpGraph, labels: np.ndarray, weight: np.ndarray, max_groups: int, cap: float) -> np.ndarray:
+def _coarsen(graph: OpGraph, labels: np.ndarray, weight: np.ndarray, max_groups: int, cap: float,
+             held: np.ndarray) -> np.ndarray:
     total = float(weight.sum())
     if labels.max() + 1 > max_groups:
-        labels = _absorb_tiny_groups(graph, labels, weight, TINY_SHARE * cap)
+        labels = _absorb_tiny_groups(graph, labels, weight, TINY_SHARE * cap, held)
     cap *= 2
     while labels.max() + 1 > max_groups:
         k = int(labels.max()) + 1
-        partner = _match_heavy_edges(graph, labels, weight, k, k - max_groups, cap)
+        partner = _match_heavy_edges(graph, labels, weight, k, k - max_groups, cap, held)
         if partner is None:
             if cap <= total:
                 cap *= 2
@@ -112,14 +125,17 @@ def _group_adjacency(graph: OpGraph, labels: np.ndarray, k: int) -> sp.csr_matri
     return adjacency
 
 
-def _absorb_tiny_groups(graph: OpGraph, labels: np.ndarray, weight: np.ndarray, tiny: float) -> np.ndarray:
-    """Each group lighter than ``tiny`` joins its same-kind neighbour with the most traffic.
+def _absorb_tiny_groups(graph: OpGraph, labels: np.ndarray, weight: np.ndarray, tiny: float,
+                        held: np.ndarray) -> np.ndarray:
+    """Each group lighter than ``tiny`` joins its same-kind neighbour with the most traffic, unless both
+    hold more than ``LARGE_VARIABLES`` bytes of variables (counting what has joined each so far).
 
     Every tiny group links to one neighbour, so the links form trees with at most one heavy
     group each: two heavy groups are never merged through a tiny one.
     """
     k = int(labels.max()) + 1
     group_weight = np.bincount(labels, weights=weight, minlength=k)
+    set_held = np.bincount(labels, weights=held, minlength=k)
     mask = _group_masks(graph, labels, k)
     adjacency = _group_adjacency(graph, labels, k)
     sets = UnionFind(k)
@@ -129,7 +145,9 @@ def _absorb_tiny_groups(graph: OpGraph, labels: np.ndarray, weight: np.ndarray, 
         same_kind = mask[neighbours] == mask[g]
         if same_kind.any():
             neighbours, traffic = neighbours[same_kind], traffic[same_kind]
-            sets.union(g, int(neighbours[np.lexsort((neighbours, -traffic))[0]]))
+            a, b = sets.find(g), sets.find(int(neighbours[np.lexsort((neighbours, -traffic))[0]]))
+            if a != b and min(set_held[a], set_held[b]) <= LARGE_VARIABLES:
+                set_held[sets.union(a, b)] = set_held[a] + set_held[b]
     return renumber_by_first(sets.labels()[labels])
 
 
@@ -139,9 +157,11 @@ def _group_masks(graph: OpGraph, labels: np.ndarray, k: int) -> np.ndarray:
     return mask
 
 
-def _match_heavy_edges(graph, labels, weight, k, wanted, cap) -> np.ndarray | None:
-    """One matching round; returns each group's new representative, or None if nothing merged."""
+def _match_heavy_edges(graph, labels, weight, k, wanted, cap, held) -> np.ndarray | None:
+    """One matching round; returns each group's new representative, or None if nothing merged. Two groups that
+    each hold more than ``LARGE_VARIABLES`` bytes of variables are never matched."""
     group_weight = np.bincount(labels, weights=weight, minlength=k)
+    big = np.bincount(labels, weights=held, minlength=k) > LARGE_VARIABLES
     mask = _group_masks(graph, labels, k)
     adjacency = _group_adjacency(graph, labels, k)
     partner = np.arange(k)
@@ -152,7 +172,8 @@ def _match_heavy_edges(graph, labels, weight, k, wanted, cap) -> np.ndarray | No
             continue
         lo, hi = adjacency.indptr[g], adjacency.indptr[g + 1]
         neighbours, traffic = adjacency.indices[lo:hi], adjacency.data[lo:hi]
-        ok = ~used[neighbours] & (mask[neighbours] == mask[g]) & (group_weight[neighbours] + group_weight[g] <= cap)
+        ok = ~used[neighbours] & (mask[neighbours] == mask[g]) & (group_weight[neighbours] + group_weight[g] <= cap) \
+            & ~(big[neighbours] & big[g])
         if not ok.any():
             continue
         neighbours, traffic = neighbours[ok], traffic[ok]

@@ -10,14 +10,14 @@ import pytest
 import tensorflow as tf
 
 import placement_env as pe
-from placement_env.benchmarks import (EXTRA_MODELS, MODERN_MODELS, bert, common, gpt2, mlp_mixer, mobilenet_v2,
-                                      resnet50, transformer, vgg16, vgg16_bn)
+from placement_env.benchmarks import (EXTRA_MODELS, MODERN_MODELS, bert, common, dlrm, gpt2, mlp_mixer,
+                                      mobilenet_v2, resnet50, transformer, vgg16, vgg16_bn)
 from placement_env.benchmarks.sizes import MOBILENET_V2_STAGES, RESNET50_STAGES, VGG16_STAGES
 
 CONTROL_FLOW = {"While", "StatelessWhile", "Switch", "Merge", "Enter", "Exit", "NextIteration",
                 "LoopCond", "PartitionedCall", "StatefulPartitionedCall", "If", "StatelessIf"}
 MODULES = {"transformer": transformer, "gpt2": gpt2, "bert": bert, "resnet50": resnet50, "vgg16": vgg16,
-           "vgg16_bn": vgg16_bn, "mobilenet_v2": mobilenet_v2, "mlp_mixer": mlp_mixer}
+           "vgg16_bn": vgg16_bn, "mobilenet_v2": mobilenet_v2, "mlp_mixer": mlp_mixer, "dlrm": dlrm}
 MODELS = (*MODERN_MODELS, *EXTRA_MODELS)
 # Ops outside every block: the optimiser, the gradients' own bookkeeping, the initialiser.
 OUTSIDE_BLOCKS = ("gradients", "train_step", "init")
@@ -234,6 +234,68 @@ def test_mlp_mixer_is_the_published_architecture():
     assert pe.benchmark_blocks("mlp_mixer") == ("inputs", "stem", *(f"layer_{k}" for k in range(12)), "head", "loss")
 
 
+def test_dlrm_is_mlperf_shape_with_sparse_table_updates():
+    """MLPerf's DLRM over Criteo Kaggle's 26 tables: 33,762,577 rows of 128 (the tables' 4,321,609,856 weights and
+    the MLPs' 2,368,897, closed form; TINY's trainable variables checked against it); the interaction's 351 pair
+    products beside the bottom MLP's 128 make the top MLP's 479 inputs. A table's update is a scatter of the batch's
+    rows (no dense gradient, no optimiser slot), so the step holds the tables and little else."""
+    def expected(p: dict) -> int:
+        widths = (p["dense_features"], *p["bottom_mlp"])
+        top = (dlrm.interaction_width(p["dim"], len(p["table_rows"])), *p["top_mlp"])
+        mlps = sum(a * b + b for w in (widths, top) for a, b in zip(w, w[1:]))
+        return sum(p["table_rows"]) * p["dim"] + mlps
+
+    paper = dlrm.PAPER
+    assert dlrm.interaction_width(128, 26) == 479
+    assert sum(paper["table_rows"]) == 33_762_577 and len(paper["table_rows"]) == 26
+    assert expected(paper) == 4_321_609_856 + 2_368_897
+    step = tiny("dlrm")
+    assert sum(int(np.prod(shape)) for shape in _trainable(step).values()) == expected(dlrm.TINY)
+    m = dlrm.TINY
+    graph = step.graph
+    types = [op.type for op in graph.get_operations()]
+    assert types.count("ResourceScatterAdd") == types.count("ResourceGather") == len(m["table_rows"])
+    assert not any(t.startswith("ResourceApplyMomentum") for t in types)
+    width = dlrm.interaction_width(m["dim"], len(m["table_rows"]))
+    assert graph.get_tensor_by_name("interaction/features:0").shape.as_list() == [m["batch"], width]
+    assert graph.get_tensor_by_name("top_mlp/logits:0").shape.as_list() == [m["batch"]]
+    assert pe.benchmark_blocks("dlrm") == ("inputs", "bottom_mlp", *(f"table_{k}" for k in range(26)),
+                                           "interaction", "top_mlp", "loss")
+
+
+def test_dlrm_tables_past_one_die_stay_in_groups_of_their_own():
+    """The grouping never merges two groups that each hold more than a GiB of variables (an embedding table has next
+    to no FLOPs, so by FLOPs alone the 26 tables all joined the interaction's group: 16.1 GiB no device can hold)."""
+    graph = pe.load_benchmark("dlrm")
+    held = np.bincount(graph.group, weights=graph.persistent_bytes, minlength=graph.n_groups)
+    rows = np.array(dlrm.PAPER["table_rows"])
+    large = rows * dlrm.PAPER["dim"] * 4 > 2**30
+    assert large.sum() == 5
+    groups = [int(graph.group[graph.index_of(f"table_{k}/embeddings")]) for k in np.flatnonzero(large)]
+    assert len(set(groups)) == 5  # one large table per group
+    assert (held > 2**30).sum() == 5 and held.sum() == graph.persistent_bytes.sum()
+
+
+def test_dlrm_tables_must_be_spread_over_the_dies():
+    """On two K80 dies (10.5 GiB each) one die cannot hold DLRM's 16.1 GiB of tables; the tables spread by size over
+    both (largest first onto the die with fewer bytes, the rest of the graph on the first) fit, and run within 10% of
+    what one die would take if it had the memory (the tables cost next to no time)."""
+    graph, cluster = pe.load_benchmark("dlrm"), pe.load_cluster("k80-2gpu")
+    evaluator = pe.Evaluator(graph, cluster, "sim")
+    gpus = np.flatnonzero(cluster.is_gpu)
+    held = np.bincount(graph.group, weights=graph.persistent_bytes, minlength=graph.n_groups)
+    one_die = np.full(graph.n_groups, gpus[0])
+    spread = one_die.copy()
+    load = np.zeros(len(gpus))
+    for g in np.argsort(-held, kind="stable")[:8]:
+        spread[g] = gpus[int(np.argmin(load))]
+        load[np.argmin(load)] += held[g]
+    alone, split = evaluator.batch(np.stack([one_die, spread]))
+    assert alone.failure == "oom" and alone.peak_bytes.max() > 16 * 2**30
+    assert split.ok and split.peak_bytes.max() < 10.5 * 2**30
+    assert split.runtime_s < 1.1 * alone.runtime_s
+
+
 def test_mobilenet_v2_is_the_published_architecture():
     """Table 2 of Sandler et al.: 17 inverted residual units, 10 of them with an identity shortcut, the first without
     an expansion; 3,504,872 trainable weights at 224x224 and 1000 classes (Keras' count; closed form here, TINY's
@@ -311,6 +373,16 @@ def test_bad_parameters_name_the_parameter(name):
     if name == "mlp_mixer":
         with pytest.raises(ValueError, match="image_size=20 is not a multiple of patch=8"):
             mod.build(**{**mod.TINY, "image_size": 20})
+        return
+    if name == "dlrm":
+        with pytest.raises(ValueError, match=r"bottom_mlp=\[16, 8\] ends in 8 units, but dim=4"):
+            mod.build(**{**mod.TINY, "dim": 4})
+        with pytest.raises(ValueError, match=r"top_mlp=\[16, 2\] ends in 2 units; expected 1"):
+            mod.build(**{**mod.TINY, "top_mlp": (16, 2)})
+        with pytest.raises(ValueError, match=r"table_rows\[1\]=0; expected an integer from 1"):
+            mod.build(**{**mod.TINY, "table_rows": (50, 0)})
+        with pytest.raises(ValueError, match="table_rows=5; expected a non-empty list"):
+            mod.build(**{**mod.TINY, "table_rows": 5})
         return
     with pytest.raises(ValueError, match="d_model=16 is not a multiple of heads=3"):
         mod.build(**{**mod.TINY, "heads": 3})

@@ -69,3 +69,25 @@ def test_device_kinds_are_not_mixed_when_there_is_room(tf1_mlp):
 def test_bad_max_groups(synthetic, bad):
     with pytest.raises(ValueError, match="max_groups"):
         group_ops(synthetic, max_groups=bad)
+
+
+@pytest.mark.parametrize("max_groups", [1, 3, 256])
+def test_variables_past_a_gib_keep_groups_of_their_own(max_groups):
+    """Two embedding tables of just over 1 GiB (LARGE_VARIABLES), read by cheap gathers into one sum: by FLOPs alone
+    both would join the sum's group; they stay apart unless only one group is allowed."""
+    import tensorflow as tf
+
+    from placement_env.grouping import LARGE_VARIABLES
+
+    rows = LARGE_VARIABLES // 4 + 1
+    graph_ = tf.Graph()
+    with graph_.as_default():
+        ids = tf.zeros([8], tf.int32)
+        tables = [tf.compat.v1.get_variable(f"table_{k}", [rows, 1]) for k in range(2)]
+        small = tf.compat.v1.get_variable("small", [16, 1])
+        total = tf.add_n([tf.gather(t, ids) for t in (*tables, small)], name="total")
+        tf.compat.v1.train.GradientDescentOptimizer(0.1).minimize(tf.reduce_sum(total))
+    graph = pe.from_tf(graph_, max_groups=max_groups)
+    groups = {graph.group[graph.index_of(name)] for name in ("table_0", "table_1")}
+    assert len(groups) == (1 if max_groups == 1 else 2)
+    assert graph.n_groups <= max_groups

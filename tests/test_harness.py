@@ -377,3 +377,5 @@ def test_paper_k80_suite_is_the_paper_tasks_on_the_machine_as_built():
     assert [(t.benchmark, t.gpus) for t in k80] == [(t.benchmark, t.gpus) for t in paper]
     assert {t.cluster for t in k80} == {"k80-2gpu", "k80-4gpu"}
     assert all(t.cluster == f"k80-{t.gpus}gpu" and t.name == f"{t.benchmark}-k80-{t.gpus}gpu" for t in k80)
+    assert [(t.name, t.cluster) for t in load_suite("dlrm")] == [("dlrm-k80-2gpu", "k80-2gpu"),
+                                                                  ("dlrm-k80-4gpu", "k80-4gpu")]

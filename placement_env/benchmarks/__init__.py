@@ -1,7 +1,7 @@
 """The benchmark graphs: a registry by name (``load_benchmark``) and the TF code that builds them.
 
 ``registry`` resolves a name (``rnnlm``, ``nmt``, ``inception_v3``, ``transformer``, ``gpt2``,
-``bert``, ``resnet50``, ``vgg16``, ``vgg16_bn``, ``mobilenet_v2``, ``mlp_mixer``, their ``-tiny`` variants,
+``bert``, ``resnet50``, ``vgg16``, ``vgg16_bn``, ``mobilenet_v2``, ``mlp_mixer``, ``dlrm``, their ``-tiny`` variants,
 ``rnnlm-deep``, ``nmt-deep``, ``<model>-batch<N>``, ``synthetic:<seed>``, ``random_cnn:<seed>``),
 builds the graph once
 and caches it on disk. The other modules are the builders, in TF1-style graph mode: each exposes

@@ -3,7 +3,8 @@
 Names: ``rnnlm``, ``nmt``, ``inception_v3`` (the paper's three models at paper scale),
 ``transformer``, ``gpt2``, ``bert``, ``resnet50`` (modern models at their published base size),
 ``vgg16`` and ``vgg16_bn`` (a CNN without branches, without and with batch norm), ``mobilenet_v2`` (a chain of
-inverted residual units with identity shortcuts), ``mlp_mixer`` (an all-MLP image classifier),
+inverted residual units with identity shortcuts), ``mlp_mixer`` (an all-MLP image classifier), ``dlrm`` (a
+recommendation model with 26 embedding tables),
 the same with ``-tiny`` (small, for tests), ``rnnlm-deep`` (8 layers over 105 steps: 50,808 ops) and
 ``nmt-deep`` (GNMT's 8 + 8 layers of 1,024 units over 60 + 60 steps: 67,639 ops), for the simulator at
 scale, ``<model>-batch<N>`` (a model at paper scale with batch N instead of its own: the same graph
@@ -37,9 +38,10 @@ from .sizes import BLOCKS, DEEP, PARAMS, RANDOM_CNN_PAPER, SYNTHETIC_PAPER
 
 PAPER_MODELS = ("rnnlm", "nmt", "inception_v3")
 MODERN_MODELS = ("transformer", "gpt2", "bert", "resnet50")
-EXTRA_MODELS = ("vgg16", "vgg16_bn", "mobilenet_v2", "mlp_mixer")  # beyond the paper's and the modern four: VGG-16, a
-# CNN whose layers run in sequence, without and with batch norm; MobileNetV2, a chain of inverted residual units;
-# MLP-Mixer, layers of a Transformer encoder's shape that mix the tokens with an MLP instead of attention
+EXTRA_MODELS = ("vgg16", "vgg16_bn", "mobilenet_v2", "mlp_mixer", "dlrm")  # beyond the paper's and the modern four:
+# VGG-16, a CNN whose layers run in sequence, without and with batch norm; MobileNetV2, a chain of inverted residual
+# units; MLP-Mixer, layers of a Transformer encoder's shape that mix the tokens with an MLP instead of attention;
+# DLRM, a recommendation model whose embedding tables pass one GPU's memory
 BUILDER_VERSION = 2  # bump when a builder changes the graphs it makes, to invalidate caches
 _SYNTHETIC = re.compile(r"synthetic:(\d+)")
 _RANDOM_CNN = re.compile(r"random_cnn:(\d+)(?:-batch(\d+))?")

@@ -150,6 +150,18 @@ MLP_MIXER_PAPER: dict[str, Any] = {"image_size": 224, "patch": 16, "batch": 32, 
 MLP_MIXER_TINY: dict[str, Any] = {"image_size": 32, "patch": 8, "batch": 2, "d_model": 16, "layers": 2,
                                   "token_mlp": 8, "channel_mlp": 32, "num_classes": 10}
 
+# DLRM at MLPerf's shape (dimension 128, bottom MLP 13-512-256-128, top MLP 1024-1024-512-256-1) over the 26
+# categorical features of the Criteo Kaggle dataset at their row counts (as the DLRM reference's preprocessing counts
+# them: 33.8 M rows, 16.1 GiB of float32 tables, more than one K80 die holds); batch 2,048.
+CRITEO_KAGGLE_ROWS: tuple[int, ...] = (1460, 583, 10131227, 2202608, 305, 24, 12517, 633, 3, 93145, 5683, 8351593,
+                                       3194, 27, 14992, 5461306, 10, 5652, 2173, 4, 7046547, 18, 15, 286181, 105,
+                                       142572)
+DLRM_PAPER: dict[str, Any] = {"batch": 2048, "dense_features": 13, "dim": 128, "table_rows": CRITEO_KAGGLE_ROWS,
+                              "bottom_mlp": (512, 256, 128), "top_mlp": (1024, 1024, 512, 256, 1)}
+
+DLRM_TINY: dict[str, Any] = {"batch": 4, "dense_features": 13, "dim": 8, "table_rows": (50, 20, 10, 5),
+                             "bottom_mlp": (16, 8), "top_mlp": (16, 1)}
+
 # "<model>-deep": larger variants for the simulator at scale.
 DEEP: dict[str, dict[str, Any]] = {"rnnlm": RNNLM_DEEP, "nmt": NMT_DEEP}
 
@@ -165,6 +177,7 @@ PARAMS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "vgg16_bn": (VGG16_PAPER, VGG16_TINY),
     "mobilenet_v2": (MOBILENET_V2_PAPER, MOBILENET_V2_TINY),
     "mlp_mixer": (MLP_MIXER_PAPER, MLP_MIXER_TINY),
+    "dlrm": (DLRM_PAPER, DLRM_TINY),
     "synthetic": (SYNTHETIC_PAPER, SYNTHETIC_TINY),
     "random_cnn": (RANDOM_CNN_PAPER, RANDOM_CNN_TINY),
 }
@@ -222,6 +235,8 @@ BLOCKS: dict[str, Callable[[dict[str, Any]], tuple[str, ...]]] = {
                               "softmax", "loss"),
     "gpt2": lambda p: ("inputs", "embedding", *_layers("", p), "softmax", "loss"),
     "mlp_mixer": lambda p: ("inputs", "stem", *_layers("", p), "head", "loss"),
+    "dlrm": lambda p: ("inputs", "bottom_mlp", *(f"table_{k}" for k in range(len(p["table_rows"]))), "interaction",
+                       "top_mlp", "loss"),
     "bert": lambda p: ("inputs", "embeddings", *_layers("encoder/", p), "pooler", "masked_lm", "next_sentence",
                        "loss"),
     "resnet50": lambda p: ("inputs", "conv1", "pool1",

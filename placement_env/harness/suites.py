@@ -90,6 +90,11 @@ GENERALISATION_VALIDATION = (("VGG-16", "vgg16"), ("VGG-16, batch 352", "vgg16-b
                              ("MLP-Mixer, batch 48", "mlp_mixer-batch48"), ("MLP-Mixer, batch 60", "mlp_mixer-batch60"))
 
 
+# A recommendation model whose embedding tables (16.1 GiB) pass one K80 die's memory (10.5 GiB) but fit on two:
+# which tables go where, and where the MLPs run beside them.
+RECOMMENDATION = (("DLRM", "dlrm"),)
+
+
 def _on_k80(models: tuple[tuple[str, str], ...]) -> tuple[Task, ...]:
     return tuple(Task(f"{benchmark}-k80-{gpus}gpu", benchmark, f"k80-{gpus}gpu", model=label, gpus=gpus)
                  for label, benchmark in models for gpus in (2, 4))
@@ -109,6 +114,7 @@ SUITES = {
     "generalisation-train-random-cnn": lambda: _on_k80(GENERALISATION_TRAIN_RANDOM_CNN),  # ... + random CNNs (another)
     "generalisation-train-random-cnn-8": lambda: _on_k80(GENERALISATION_TRAIN_RANDOM_CNN_8),  # ... + 8 of them
     "generalisation-train-plus-resnet50": lambda: _on_k80(GENERALISATION_TRAIN_PLUS_RESNET50),  # a diagnostic
+    "dlrm": lambda: _on_k80(RECOMMENDATION),  # DLRM's tables spread over the K80 machines' devices
 }
 
 
