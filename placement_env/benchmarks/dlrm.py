@@ -47,7 +47,7 @@ def interaction_width(dim: int, tables: int) -> int:
     return dim + (tables + 1) * tables // 2
 
 
-def _layer_sizes(name: str, value: Any, *, maximum: int = common.MAX_SIZE) -> tuple[int, ...]:
+def _positive_ints(name: str, value: Any, *, maximum: int = common.MAX_SIZE) -> tuple[int, ...]:
     """``value`` as a non-empty tuple of ints from 1 to ``maximum``, or a ValueError naming the parameter."""
     if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) == 0:
         raise ValueError(f"dlrm: {name}={value!r}; expected a non-empty list of positive integers")
@@ -73,8 +73,8 @@ def build(**params) -> common.TrainingStep:
     """Build one DLRM training step; keyword parameters default to :data:`PAPER`."""
     p = common.check_params("dlrm", PAPER, params)
     # A table's rows are bounded by int32 ids, not by MAX_SIZE (Criteo's largest has 10 M rows).
-    rows = _layer_sizes("table_rows", p["table_rows"], maximum=2**31 - 1)
-    bottom, top = _layer_sizes("bottom_mlp", p["bottom_mlp"]), _layer_sizes("top_mlp", p["top_mlp"])
+    rows = _positive_ints("table_rows", p["table_rows"], maximum=2**31 - 1)
+    bottom, top = _positive_ints("bottom_mlp", p["bottom_mlp"]), _positive_ints("top_mlp", p["top_mlp"])
     batch, dim = p["batch"], p["dim"]
     if bottom[-1] != dim:
         raise ValueError(f"dlrm: bottom_mlp={list(bottom)} ends in {bottom[-1]} units, but dim={dim}; the bottom "
