@@ -1,4 +1,4 @@
-"""The expert (hand) placement of the paper's time, for the benchmarks whose structure it knows.
+"""The expert (hand) placement of the paper's time, and DLRM's table-wise sharding, for the benchmarks whose structure it knows.
 
 "Expert: the hand placement of the time. RNNLM/NMT: one LSTM layer per GPU, attention and softmax
 on the last GPU (GNMT style). Inception: the network's blocks split across GPUs."
@@ -55,6 +55,23 @@ chunk's compute (each block weighing the estimated FLOPs of its forward, gradien
 ops). So blocks go to non-decreasing GPU indices along that order, the stem is with the first
 Mixed block on GPU 0 and the logits and loss are on the last GPU. Other ops have no vote.
 
+DLRM (``dlrm``, ``dlrm-tiny``), the practice of its own paper and of recommendation training since (Naumov et al.
+2019: the embedding tables model-parallel, each table whole on one device): the tables, largest first, each to the
+GPU whose tables so far hold the fewest bytes (a greedy table-wise sharding); the dense part on GPU 0.
+
+    ===============================  ==========================================
+    scope (after stripping)           device
+    ===============================  ==========================================
+    ``table_<k>/...``                 the GPU table k is sharded to
+    ``inputs/``, ``bottom_mlp/``,      GPU 0
+    ``interaction/``, ``top_mlp/``,
+    ``loss/...``
+    anything else                     no vote
+    ===============================  ==========================================
+
+(No memory check, as for the other models: on ``k80-2gpu`` the largest table and the dense part share GPU 0, 7.8
+and 8.4 GiB on the two dies.)
+
 Groups (the units placed): each group goes to the device its ops vote for, weighted by their
 estimated FLOPs (by op count when none of its voting ops has FLOPs). A group with no voting op
 takes the device its already-placed neighbour groups exchange the most bytes with (repeated until
@@ -79,12 +96,14 @@ from placement_env.errors import NoExpertPlacementError
 from placement_env.problem import Problem
 
 EXPERT_BENCHMARKS: tuple[str, ...] = ("rnnlm", "nmt", "inception_v3", "rnnlm-tiny", "nmt-tiny", "inception_v3-tiny",
-                                      "rnnlm-deep", "nmt-deep")
+                                      "rnnlm-deep", "nmt-deep", "dlrm", "dlrm-tiny")
 
 _GRADIENTS = re.compile(r"^gradients(?:_\d+)?/")
 _UPDATE = re.compile(r"^train_step/update_")
 _GRAD_SUFFIX = re.compile(r"_grad(?=/|$)")
 _LSTM = re.compile(r"^(?:(encoder|decoder)/)?lstm_(\d+)(?:/|$)")
+_TABLE = re.compile(r"^table_(\d+)(?:/|$)")
+_DLRM_DENSE = ("inputs", "bottom_mlp", "interaction", "top_mlp", "loss")
 _STEM_END = "MaxPool_5a_3x3"
 _HEAD = ("Logits", "loss")
 
@@ -187,6 +206,24 @@ def _inception_votes(names: list[str], flops: np.ndarray, n_gpus: int) -> np.nda
     return np.where(op_unit >= 0, part[np.maximum(op_unit, 0)], -1)
 
 
+def _dlrm_votes(names: list[str], held: np.ndarray, n_gpus: int) -> np.ndarray:
+    """GPU ordinal each op votes for (DLRM rules): table k's ops for the GPU the greedy sharding gives it (its
+    variable's bytes, ``held``, decide), the dense part's for GPU 0."""
+    scopes = [forward_scope(full) for full in names]
+    table_of = np.array([int(m.group(1)) if (m := _TABLE.match(name)) else -1 for name in scopes], dtype=np.int64)
+    if not (table_of >= 0).any():
+        raise NoExpertPlacementError("no op of this graph is under a table scope (table_<k>); it is not the dlrm "
+                                     "benchmark")
+    table_bytes = np.bincount(table_of[table_of >= 0], weights=np.asarray(held, dtype=np.float64)[table_of >= 0])
+    table_gpu = np.zeros(len(table_bytes), dtype=np.int64)
+    sharded = np.zeros(n_gpus)
+    for k in np.argsort(-table_bytes, kind="stable"):
+        table_gpu[k] = int(np.argmin(sharded))
+        sharded[table_gpu[k]] += table_bytes[k]
+    dense = np.array([name.split("/", 1)[0] in _DLRM_DENSE for name in scopes])
+    return np.where(table_of >= 0, table_gpu[np.maximum(table_of, 0)], np.where(dense, 0, -1))
+
+
 def block_gpus(problem: Problem) -> dict[str, int]:
     """Inception-V3 only: the GPU ordinal each block of ``benchmark_blocks("inception_v3")`` goes to
     (before group voting)."""
@@ -213,6 +250,8 @@ def expert(problem: Problem) -> np.ndarray:
     names = list(graph.op_names)
     if model == "inception_v3":
         votes = _inception_votes(names, graph.flops, len(gpus))
+    elif model == "dlrm":
+        votes = _dlrm_votes(names, graph.persistent_bytes, len(gpus))
     else:
         votes = _lstm_votes(names, len(gpus))
         if not any(_LSTM.match(forward_scope(n)) for n in names):
