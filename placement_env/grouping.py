@@ -30,8 +30,8 @@ from .unionfind import UnionFind, renumber_by_first
 DEFAULT_MAX_GROUPS = 256  # TF's hierarchical placer used min(256, 20 x #devices)
 TINY_SHARE = 0.02  # a group under this share of the average weight is folded into a neighbour
 # Variables past this size are a placement decision of their own: a tenth of a K80 die's memory, a sixteenth of a
-# 16 GiB V100's. An absolute size rather than a share of the graph's, so that a small graph's variables, which fit
-# anywhere, group as before; no benchmark before DLRM has a group this large, so their groups are unchanged.
+# 16 GiB V100's. An absolute size rather than a share of the graph's: a small graph's variables fit anywhere and need
+# no group of their own. (Of the registered benchmarks only DLRM has groups this large.)
 LARGE_VARIABLES = 2**30
 
 
