@@ -1,4 +1,5 @@
-"""The expert (hand) placement of the paper's time, and DLRM's table-wise sharding, for the benchmarks whose structure it knows.
+"""The expert (hand) placement of the paper's time, and DLRM's table-wise sharding, for the benchmarks whose
+structure it knows.
 
 "Expert: the hand placement of the time. RNNLM/NMT: one LSTM layer per GPU, attention and softmax
 on the last GPU (GNMT style). Inception: the network's blocks split across GPUs."

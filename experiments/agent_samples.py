@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     problem.evaluate = recorded
     answer = pe.resolve_method(args.method)(problem)
     print(f"{args.method} on {args.task}, seed {args.seed}: {len(seen)} evaluations")
-    print(f"| evaluations | fit | fastest that ran (ms) | mean groups per device ({', '.join(d.name for d in cluster.devices)}) |")
+    devices = ", ".join(d.name for d in cluster.devices)
+    print(f"| evaluations | fit | fastest that ran (ms) | mean groups per device ({devices}) |")
     print("|---|---|---|---|")
     for lo in range(0, len(seen), args.window):
         window = seen[lo:lo + args.window]
