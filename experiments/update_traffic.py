@@ -2,10 +2,11 @@
 
 grappler's analytical estimate of a ``ResourceApply*`` op sees the variables it updates as resource handles (no
 bytes) and costs only the update's arithmetic; a dense embedding gradient (``UnsortedSegmentSum``) is costed by its
-arithmetic as well. For each benchmark on the first GPU of ``--cluster``, this prints the two op classes' modelled
+arithmetic as well. For each benchmark on the first GPU of ``--cluster``, this prints these op classes' modelled
 seconds against a memory-traffic floor at the GPU's achieved bandwidth (``costs.achieved_rates``): an update reads
 its data inputs (the gradient) and reads and writes every variable whose handle it takes (the variable and its
-optimiser slots); a segment sum reads its inputs and writes its output. The floor's excess over the model is given
+optimiser slots); a segment sum reads its inputs and writes its output; a sparse update (``ResourceScatterAdd``,
+DLRM's tables) reads its inputs and reads and writes the rows it updates, as many bytes as its largest input. The floor's excess over the model is given
 as a share of the step's op seconds on that GPU (every op the GPU can run, one after another). The costs are not
 changed by this: it measures the gap that docs/findings.md describes.
 """
@@ -16,14 +17,16 @@ import sys
 
 import numpy as np
 
-BENCHMARKS = ("rnnlm", "nmt", "inception_v3", "transformer", "gpt2", "bert", "resnet50", "mlp_mixer")
+BENCHMARKS = ("rnnlm", "nmt", "inception_v3", "transformer", "gpt2", "bert", "resnet50", "mlp_mixer", "dlrm")
 UPDATE_PREFIX = "ResourceApply"
 SEGMENT_SUM = "UnsortedSegmentSum"
+SCATTER = "ResourceScatterAdd"
 
 
 def traffic_floor_bytes(graph, op: int) -> int:
     """Bytes ``op`` must move at least: its data inputs read, each variable whose handle it takes read and written
-    (an update), or its data inputs read and its outputs written (a segment sum)."""
+    (an update), the rows it updates read and written (a sparse update), or its data inputs read and its outputs
+    written (a segment sum)."""
     inputs = np.flatnonzero(np.asarray(graph.edge_dst) == op)
     sources = np.asarray(graph.edge_src)[inputs]
     edge_bytes = np.asarray(graph.edge_bytes, np.int64)[inputs]
@@ -32,6 +35,8 @@ def traffic_floor_bytes(graph, op: int) -> int:
     read = int(edge_bytes[data & ~variables].sum())
     if graph.op_types[op].startswith(UPDATE_PREFIX):
         return read + 2 * int(np.asarray(graph.persistent_bytes, np.int64)[sources[variables]].sum())
+    if graph.op_types[op] == SCATTER:
+        return read + 2 * int(edge_bytes[data & ~variables].max(initial=0))
     outputs = np.asarray(graph.output_bytes, np.int64)[graph.output_ptr[op]:graph.output_ptr[op + 1]]
     return read + int(outputs.sum())
 
@@ -63,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         on_gpu = pe.allowed_devices(graph, cluster)[graph.group, gpu]
         step = float(seconds[on_gpu].sum())
         types = np.asarray(graph.op_types, dtype=str)
-        classes = (("updates", np.char.startswith(types, UPDATE_PREFIX)), ("segment sums", types == SEGMENT_SUM))
+        classes = (("updates", np.char.startswith(types, UPDATE_PREFIX)), ("segment sums", types == SEGMENT_SUM),
+                   ("sparse updates", types == SCATTER))
         for label, members in classes:
             ops = np.flatnonzero(members & on_gpu)
             if not ops.size:
