@@ -16,6 +16,32 @@ import numpy as np
 from agents.arguments import positive_int
 
 
+class _Recorder:
+    """The runtime a problem is made with, keeping every Measurement it returns (single and batched calls alike:
+    a method may use either)."""
+
+    def __init__(self, runtime) -> None:
+        self._inner, self.seen = runtime, []
+        self.runtime = runtime.runtime
+
+    @property
+    def costs(self):
+        return self._inner.costs
+
+    def lower_bound(self) -> float:
+        return self._inner.lower_bound()
+
+    def __call__(self, placement):
+        measurement = self._inner(placement)
+        self.seen.append(measurement)
+        return measurement
+
+    def batch(self, placements):
+        measurements = self._inner.batch(placements)
+        self.seen.extend(measurements)
+        return measurements
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", default="dlrm")
@@ -36,19 +62,12 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"task {args.task!r} is not in suite {args.suite!r}; its tasks: {', '.join(tasks)}")
     task = tasks[args.task]
     graph, cluster = pe.load_benchmark(task.benchmark), pe.load_cluster(task.cluster)
-    problem = pe.Problem.make(graph, cluster, runtime=task.runtime, benchmark=task.benchmark, budget=args.budget,
-                              seed=args.seed)
-    seen: list[tuple[bool, float, np.ndarray]] = []
-    evaluate = problem.evaluate
-
-    def recorded(placement):
-        measurement = evaluate(placement)
-        seen.append((measurement.ok, measurement.runtime_s,
-                     np.bincount(np.asarray(placement), minlength=cluster.n_devices)))
-        return measurement
-
-    problem.evaluate = recorded
+    runtime = pe.Evaluator(graph, cluster, task.runtime)
+    recorder = _Recorder(runtime)
+    problem = pe.Problem.make(graph, cluster, benchmark=task.benchmark, budget=args.budget, seed=args.seed,
+                              evaluator=recorder)
     answer = pe.resolve_method(args.method)(problem)
+    seen = [(m.ok, m.runtime_s, np.bincount(m.placement, minlength=cluster.n_devices)) for m in recorder.seen]
     print(f"{args.method} on {args.task}, seed {args.seed}: {len(seen)} evaluations")
     devices = ", ".join(d.name for d in cluster.devices)
     print(f"| evaluations | fit | fastest that ran (ms) | mean groups per device ({devices}) |")
@@ -60,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         groups = np.mean([s[2] for s in window], axis=0)
         print(f"| {lo + 1}-{lo + len(window)} | {ok.mean():.0%} | {f'{min(ran):.1f}' if ran else '-'} | "
               f"{' / '.join(f'{g:.1f}' for g in groups)} |")
-    final = pe.Evaluator(graph, cluster, task.runtime).batch(np.asarray(answer)[None])[0]
+    final = runtime(answer)
     print(f"answer: {final.runtime_s * 1e3:.1f} ms" + ("" if final.ok else f" ({final.failure})"))
     return 0
 
