@@ -14,7 +14,7 @@ from agents.gnn_placer import (CHECKPOINT_ENV, DEVICE_SLOTS, PRETRAINED, Config,
 from agents.gnn_placer.cli import main
 from agents.gnn_placer.memory_fit import ESTIMATE
 from agents.gnn_placer.network import DECODERS
-from agents.gnn_placer.policy import greedy, likeliest, sample
+from agents.gnn_placer.policy import exploration_weight, greedy, likeliest, mixture, sample
 from agents.gnn_placer.rewards import FAILED_RATIO, advantages, rewards
 from placement_env.errors import CheckpointMismatchError
 from placement_env.harness import load_suite, run_suite
@@ -206,7 +206,8 @@ def test_unlimited_fine_tune_budget_is_bounded(tmp_path, monkeypatch, synth):
 
 @pytest.mark.parametrize("field, value", [("hidden", 0), ("samples", 0), ("lr", 0.0), ("entropy", -1.0),
                                           ("graphs_per_update", 1.5), ("self_imitation", -0.5),
-                                          ("decoder", "beam")])
+                                          ("decoder", "beam"), ("explore", -1.0), ("local_moves", -1),
+                                          ("local_moves", 1.0)])
 def test_config_bad_values(field, value):
     with pytest.raises(ValueError, match=f"Config.{field}={value!r}"):
         Config(**{field: value})
@@ -435,3 +436,60 @@ def test_sequential_checkpoint_round_trip(tmp_path, tiny):
     loaded, config, _ = load_network(tmp_path / "seq.pt")
     assert config.decoder == "sequential"
     assert (Trainer(loaded, config).greedy(task) == Trainer(net, config).greedy(task)).all()
+
+
+@pytest.mark.parametrize("decoder", DECODERS)
+def test_exploring_samples_come_from_the_mixture_with_the_uniform_distribution(tiny, decoder):
+    """With ``explore``, each group's device is the policy's draw but, with probability explore / n, one drawn
+    uniformly among its allowed devices; the log-probabilities are that mixture's. Without it, the draws are the
+    policy's alone (the same generator gives the same placements as before the option existed)."""
+    task = task_of(tiny, "k80-4gpu")
+    net = _sequential_net(task) if decoder == "sequential" else small_config().network(task.inputs.features.shape[1])
+    n = tiny.n_groups
+    with torch.no_grad():
+        net.head[-1].weight.mul_(30.0)  # a peaked policy, as a pre-trained one is, so the mixture differs from it
+        encoding = net(task.inputs)
+        plain = sample(net, encoding, 64, torch.Generator().manual_seed(3))
+        assert torch.equal(plain.actions, net.draw(encoding, 64, torch.Generator().manual_seed(3)))
+        weight = exploration_weight(n / 4, n)
+        assert weight == 0.25 and exploration_weight(10 * n, n) == 0.5
+        drawn = sample(net, encoding, 4000, torch.Generator().manual_seed(1), explore=n / 4)
+        log_probs = net.group_log_probs(encoding, drawn.actions)
+        mixed = mixture(log_probs, weight)
+    assert torch.allclose(drawn.log_prob, mixed.gather(2, drawn.actions[..., None])[..., 0].sum(dim=1), atol=1e-4)
+    allowed = task.inputs.allowed
+    assert bool(allowed.gather(1, drawn.actions.T).all())
+    assert torch.allclose(mixed.exp().sum(dim=2), torch.ones(1), atol=1e-5) and (mixed.exp()[:, ~allowed] == 0).all()
+    # the first group's device frequencies are the mixture's (its probabilities do not depend on earlier groups)
+    first = torch.bincount(drawn.actions[:, 0], minlength=DEVICE_SLOTS).double() / 4000
+    assert torch.allclose(first, mixed[0, 0].exp().double(), atol=0.03)
+    policy_only = log_probs[0, 0].exp().double()
+    assert not torch.allclose(policy_only, mixed[0, 0].exp().double(), atol=0.03)  # the mixture is what shows
+
+
+def test_local_moves_in_an_update_stay_next_to_the_best_placement(tiny):
+    """With ``local_moves``, once the problem has a best placement the last placements of each update are it with
+    1-4 groups moved to other allowed devices, none twice; the update's statistics are of the policy's samples."""
+    task = task_of(tiny, "k80-4gpu")
+    config = dataclasses.replace(small_config(), samples=6, local_moves=3, explore=1.0)
+    trainer = Trainer(config.network(task.inputs.features.shape[1]), config, seed=0)
+    seen = []
+    evaluate = task.problem.evaluate_batch
+
+    def recording(placements):
+        seen.append(np.array(placements))
+        return evaluate(placements)
+
+    task.problem.evaluate_batch = recording
+    trainer.update([task])
+    assert len(seen[0]) == 6  # no best yet: six samples of the policy
+    for _ in range(3):
+        best = np.array(task.problem.best.placement)
+        stats = trainer.update([task])[0]
+        moved = seen[-1][3:]
+        changed = (moved != best).sum(axis=1)
+        assert len(seen[-1]) == 6 and changed.min() >= 1 and changed.max() <= 4
+        assert task.problem.allowed[np.arange(tiny.n_groups)[None], moved].all()
+        assert len({p.tobytes() for p in moved}) == 3
+        assert stats.success_rate in (0.0, 1 / 3, 2 / 3, 1.0)  # of the three samples
+    assert task.problem.evaluations == 24

@@ -71,7 +71,7 @@ def placement_features(inputs: GraphInput, actions: torch.Tensor, slots: int) ->
 
 @numba.njit(cache=True)
 def _decode(context, weights, out_weight, out_bias, base, pair_ptr, pair_src, pair_share, compute_load,
-            memory_load, gpu_slots, uniforms, greedy):  # pragma: no cover - compiled
+            memory_load, gpu_slots, uniforms, override, greedy):  # pragma: no cover - compiled
     k_samples, n = uniforms.shape
     slots, width = base.shape[1], context.shape[1]
     actions = np.zeros((k_samples, n), np.int64)
@@ -122,6 +122,8 @@ def _decode(context, weights, out_weight, out_bias, base, pair_ptr, pair_src, pa
                     chosen = d
                     if running > target:
                         break
+            if override[k, i] >= 0:
+                chosen = override[k, i]
             actions[k, i] = chosen
             compute[chosen] += compute_load[i]
             memory[chosen] += memory_load[i]
@@ -129,11 +131,13 @@ def _decode(context, weights, out_weight, out_bias, base, pair_ptr, pair_src, pa
 
 
 def decode(head: PlacementAwareHead, context: torch.Tensor, base: torch.Tensor, inputs: GraphInput, k: int,
-           generator: torch.Generator | None, greedy: bool) -> torch.Tensor:
+           generator: torch.Generator | None, greedy: bool, override: torch.Tensor | None = None) -> torch.Tensor:
     """[k, n] int64 placements decoded group by group: sampled (uniforms from ``generator``) or, with ``greedy``,
     each group's likeliest device given the ones before it. ``context`` [n, width], ``base`` [n, S] the
-    encoder's masked logits."""
+    encoder's masked logits; ``override`` [k, n]: where >= 0, the group's device instead of the drawn one (the
+    groups after it see that device)."""
     n = base.shape[0]
+    chosen = np.full((k, n), -1, np.int64) if override is None else override.numpy()
     pair_ptr = np.searchsorted(inputs.earlier_dst.numpy(), np.arange(n + 1))
     uniforms = (np.zeros((k, n)) if greedy
                 else torch.rand((k, n), generator=generator, dtype=torch.float64).numpy())
@@ -143,5 +147,5 @@ def decode(head: PlacementAwareHead, context: torch.Tensor, base: torch.Tensor, 
             head.out.weight.detach().double()[0].numpy().copy(), float(head.out.bias.detach()[0]),
             base.detach().double().numpy(), pair_ptr, inputs.earlier_src.numpy(),
             inputs.earlier_share.double().numpy(), inputs.compute_load.double().numpy(),
-            inputs.memory_load.double().numpy(), inputs.gpu_slots.numpy(), uniforms, greedy)
+            inputs.memory_load.double().numpy(), inputs.gpu_slots.numpy(), uniforms, chosen, greedy)
     return torch.from_numpy(actions)

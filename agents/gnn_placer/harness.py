@@ -11,7 +11,8 @@ evaluation, that placement and MinCut's (fitted into memory the same way, every 
 answers the refined one the cost model predicts faster (chosen on the validation split, where it beat the one
 start: ``experiments.zero_shot_validation``). ``place_fine_tune`` evaluates that placement, then trains the
 network on this one graph with the pre-training's update (REINFORCE with self-imitation of the best placement
-so far, :class:`Trainer`) at a lower learning rate within ``problem.budget`` evaluations, and returns the
+so far, :class:`Trainer`) at a lower learning rate, exploring a few groups per sample and moving a few groups of
+the best placement in each update (``FINE_TUNING``), within ``problem.budget`` evaluations, and returns the
 fastest placement it evaluated.
 """
 from __future__ import annotations
@@ -34,7 +35,9 @@ from .refine import refine
 from .task import PlacementTask, make_task
 from .trainer import Trainer
 
-FINE_TUNE_LR = 3e-4
+# Fine-tuning on one graph: a lower learning rate, and a search around the zero-shot placement (2 groups per
+# sample drawn uniformly, 2 local moves per update; chosen on the validation split, docs/findings.md).
+FINE_TUNING = {"lr": 3e-4, "explore": 2.0, "local_moves": 2}
 DEFAULT_FINE_TUNE_BUDGET = 1000  # when the problem's budget is unlimited
 
 
@@ -128,7 +131,7 @@ def place_fine_tune(problem: Problem, *, checkpoint: Path | None = None, samples
     ``samples``, smaller for small budgets so there are at least 10 updates); the best placement evaluated."""
     net, config, meta = load_network(checkpoint)
     task = make_task(problem)
-    trainer = Trainer(net, dataclasses.replace(config, lr=FINE_TUNE_LR),
+    trainer = Trainer(net, dataclasses.replace(config, **FINE_TUNING),
                       seed=int(problem.rng.integers(2**31 - 1)))
     start = zero_shot(trainer, task, memory_margin(meta, checkpoint))
     left = problem.budget_left if problem.budget is not None else DEFAULT_FINE_TUNE_BUDGET

@@ -102,18 +102,22 @@ class GnnPlacerNet(nn.Module):
         return Encoding(inputs, logits, context)
 
     def draw(self, encoding: Encoding, k: int, generator: torch.Generator | None = None, *,
-             greedy: bool = False) -> torch.Tensor:
+             greedy: bool = False, override: torch.Tensor | None = None) -> torch.Tensor:
         """[k, n] int64 placements sampled from the policy (or, with ``greedy``, its likeliest: each group's
-        likeliest device, given the groups before it when decoding is sequential); no gradients."""
+        likeliest device, given the groups before it when decoding is sequential); no gradients. ``override``
+        [k, n]: where >= 0, the device a group takes instead of the policy's (later groups of a sequential decoder
+        see it)."""
         if k < 1:
             raise ValueError(f"k={k!r}; expected at least one placement")
         if self.placement_aware is not None:
             return decode(self.placement_aware, encoding.context, encoding.logits, encoding.inputs, k, generator,
-                          greedy)
+                          greedy, override)
         probs = torch.log_softmax(encoding.logits.detach(), dim=1).exp()
         if greedy:
-            return probs.argmax(dim=1).expand(k, -1).clone()
-        return torch.multinomial(probs, k, replacement=True, generator=generator).T
+            actions = probs.argmax(dim=1).expand(k, -1).clone()
+        else:
+            actions = torch.multinomial(probs, k, replacement=True, generator=generator).T
+        return actions if override is None else torch.where(override >= 0, override, actions)
 
     def group_log_probs(self, encoding: Encoding, actions: torch.Tensor) -> torch.Tensor:
         """[K, n, DEVICE_SLOTS]: each group's device log-probabilities (-inf where masked) when ``actions``

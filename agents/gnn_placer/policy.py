@@ -31,11 +31,38 @@ def score(log_probs: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
     return log_probs.gather(2, actions[..., None])[..., 0].sum(dim=1)
 
 
-def sample(net: GnnPlacerNet, encoding: Encoding, k: int, generator: torch.Generator | None = None) -> Samples:
-    """``k`` placements drawn from the policy, with their log-probabilities and entropy."""
-    actions = net.draw(encoding, k, generator)
+def exploration_weight(explore: float, n_groups: int) -> float:
+    """Each group's weight of the uniform distribution in the sampling mixture: ``explore`` groups per placement on
+    average, at most half of each group's draws."""
+    return min(explore / max(n_groups, 1), 0.5)
+
+
+def mixture(log_probs: torch.Tensor, weight: float) -> torch.Tensor:
+    """Log-probabilities [..., D] of (1 - ``weight``) x the policy's ``log_probs`` [..., D] + ``weight`` x the
+    uniform distribution over each group's allowed devices (those with a finite log-probability)."""
+    allowed = torch.isfinite(log_probs)
+    uniform = allowed / allowed.sum(dim=-1, keepdim=True)
+    mixed = (1 - weight) * log_probs.exp() + weight * uniform
+    return torch.log(mixed.clamp_min(1e-30)).masked_fill(~allowed, float("-inf"))  # clamped: no 0 / 0 gradient
+
+
+def sample(net: GnnPlacerNet, encoding: Encoding, k: int, generator: torch.Generator | None = None, *,
+           explore: float = 0.0) -> Samples:
+    """``k`` placements drawn from the policy, with their log-probabilities and the policy's entropy. With
+    ``explore`` > 0 they are drawn from its mixture with the uniform distribution over each group's allowed
+    devices (:func:`exploration_weight`), and ``log_prob`` is the mixture's, the distribution they came from."""
+    n = encoding.logits.shape[0]
+    weight = exploration_weight(explore, n)
+    override = None
+    if weight > 0:  # per group, whether the uniform draw replaces the policy's, and that draw
+        explored = torch.rand((k, n), generator=generator) < weight
+        uniform = torch.multinomial(torch.isfinite(encoding.logits).double(), k, replacement=True,
+                                    generator=generator).T
+        override = torch.where(explored, uniform, -1)
+    actions = net.draw(encoding, k, generator, override=override)
     log_probs = net.group_log_probs(encoding, actions)
-    return Samples(actions, score(log_probs, actions), mean_entropy(log_probs))
+    scored = mixture(log_probs, weight) if weight > 0 else log_probs
+    return Samples(actions, score(scored, actions), mean_entropy(log_probs))
 
 
 def greedy(net: GnnPlacerNet, encoding: Encoding) -> tuple[torch.Tensor, torch.Tensor]:

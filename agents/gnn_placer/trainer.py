@@ -13,6 +13,11 @@ Self-imitation (after Oh et al., ICML 2018, as the seq2seq agent's ``--self-imit
 centred on the best placement found, so REINFORCE searches around it: without it, REINFORCE after the
 imitation warm start drifted within 25 updates to greedy placements that ran out of memory on two of the
 eight train tasks and stayed there, its samples all alike (docs/findings.md).
+
+``explore`` and ``local_moves`` (0 in pre-training; :mod:`.harness`'s fine-tuning sets them) search around a
+near-deterministic policy as the seq2seq agent's fine-tuning does: samples drawn from a mixture with the uniform
+distribution (about ``explore`` groups per placement), and a few placements per update that are the best so far
+with 1-4 groups moved (:mod:`agents.local_moves`).
 """
 from __future__ import annotations
 
@@ -24,7 +29,9 @@ import numpy as np
 import torch
 from torch.nn import functional
 
-from .network import DECODERS, GnnPlacerNet
+from agents.local_moves import LocalMoves
+
+from .network import DECODERS, Encoding, GnnPlacerNet
 from .policy import greedy, likeliest, sample
 from .rewards import advantages, rewards
 from .task import PlacementTask
@@ -44,8 +51,12 @@ class Config:
     self_imitation: float = 1.0
     grad_clip: float = 1.0
     decoder: str = "independent"  # see network.DECODERS
+    explore: float = 0.0  # per placement, the expected number of groups drawn uniformly (policy.sample)
+    local_moves: int = 0  # this many of the K per graph and update are its best placement with 1-4 groups moved
 
     def __post_init__(self) -> None:
+        if not isinstance(self.local_moves, int) or isinstance(self.local_moves, bool) or self.local_moves < 0:
+            raise ValueError(f"Config.local_moves={self.local_moves!r}; expected an integer >= 0")
         for name in ("hidden", "heads", "samples", "graphs_per_update"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -53,7 +64,7 @@ class Config:
         for name in ("lr", "grad_clip"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"Config.{name}={getattr(self, name)!r}; expected a positive number")
-        for name in ("entropy", "self_imitation"):
+        for name in ("entropy", "self_imitation", "explore"):
             if not getattr(self, name) >= 0:
                 raise ValueError(f"Config.{name}={getattr(self, name)!r}; expected a number >= 0")
         if self.decoder not in DECODERS:
@@ -84,6 +95,7 @@ class Trainer:
     def __init__(self, net: GnnPlacerNet, config: Config, *, seed: int = 0) -> None:
         self.net, self.config = net, config
         self.generator = torch.Generator().manual_seed(int(seed))
+        self.local_moves: dict[str, LocalMoves] = {}  # per task, made at its first local move
 
     @cached_property
     def optimizer(self) -> torch.optim.Adam:
@@ -92,16 +104,21 @@ class Trainer:
         return torch.optim.Adam(self.net.parameters(), lr=self.config.lr)
 
     def update(self, tasks: Sequence[PlacementTask], samples: int | None = None) -> list[GraphStats]:
-        """One REINFORCE step over ``tasks`` (``samples`` placements each, default ``config.samples``); the
-        samples are evaluated through each task's counted problem."""
+        """One REINFORCE step over ``tasks`` (``samples`` placements each, default ``config.samples``, of which
+        ``config.local_moves`` are moves around the task's best placement once it has one); the placements are
+        evaluated through each task's counted problem. The loss and the statistics are the policy's samples'."""
         k = samples or self.config.samples
         self.optimizer.zero_grad()
         stats = []
         for task in tasks:
             encoding = self.net(task.inputs)
-            drawn = sample(self.net, encoding, k, self.generator)
             best = task.problem.best
-            measured = task.problem.evaluate_batch(drawn.actions.numpy())
+            moves = min(self.config.local_moves, k - 1) if best is not None else 0
+            drawn = sample(self.net, encoding, k - moves, self.generator, explore=self.config.explore)
+            placements = drawn.actions.numpy()
+            if moves:
+                placements = np.concatenate([placements, self._moves(task, encoding, best.placement, moves)])
+            measured = task.problem.evaluate_batch(placements)[:k - moves]
             reward = rewards(measured, task.lower_bound, task.capacity)
             advantage = torch.from_numpy(advantages(reward)).float()
             loss = -(advantage * drawn.log_prob).mean() / task.inputs.n_groups - self.config.entropy * drawn.entropy
@@ -111,11 +128,19 @@ class Trainer:
                 loss = loss + self.config.self_imitation * functional.nll_loss(log_probs, target)
             (loss / len(tasks)).backward()
             ran = [m.runtime_s for m in measured if m.ok]
-            stats.append(GraphStats(task.name, float(reward.mean()), len(ran) / k, min(ran, default=float("inf")),
-                                    float(drawn.entropy.detach())))
+            stats.append(GraphStats(task.name, float(reward.mean()), len(ran) / len(measured),
+                                    min(ran, default=float("inf")), float(drawn.entropy.detach())))
         torch.nn.utils.clip_grad_norm_(self.net.parameters(), self.config.grad_clip)
         self.optimizer.step()
         return stats
+
+    def _moves(self, task: PlacementTask, encoding: Encoding, best: np.ndarray, count: int) -> np.ndarray:
+        """[count, n]: ``best`` with a few groups moved, guided by the policy's probabilities along it."""
+        moves = self.local_moves.setdefault(task.name, LocalMoves(self.generator))
+        n_devices = task.problem.cluster.n_devices
+        with torch.no_grad():
+            log_probs = self.net.group_log_probs(encoding, torch.tensor(best, dtype=torch.long)[None])[0]
+        return moves(best, log_probs[:, :n_devices].exp().numpy(), task.problem.allowed, count)
 
     def greedy(self, task: PlacementTask) -> np.ndarray:
         """The most likely placement of ``task``'s graph (no evaluation)."""

@@ -19,6 +19,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from agents.local_moves import LocalMoves
 from placement_env.env.rewards import charged_runtime
 from placement_env.placement import raise_on_infrastructure_failure
 
@@ -26,7 +27,6 @@ from .config import Config
 from .policy import Seq2SeqPolicy
 
 EvaluateBatch = Callable[[np.ndarray], list]
-MOVE_SIZES = torch.tensor([8.0, 4.0, 2.0, 1.0])  # relative odds that a local move changes 1, 2, 3 or 4 groups
 # the keys of an update's log row, in the CSV log's column order
 LOG_COLUMNS = ("update", "evaluations", "wall_s", "mean_reward", "mean_runtime_s", "mean_ok_runtime_s", "success_rate",
                "best_runtime_s", "entropy", "baseline")
@@ -63,8 +63,7 @@ class Trainer:
         self.best_runtime_s = float("inf")
         self.best_placement: np.ndarray | None = None
         self.elites: list[tuple[float, np.ndarray]] = []  # (runtime, placement), fastest first, distinct
-        self.moved_from: np.ndarray | None = None  # the best placement the local moves in self.tried were made from
-        self.tried: set[bytes] = set()
+        self.local_moves = LocalMoves(self.generator)
 
     def record(self, runtime_s: float, placement: np.ndarray) -> None:
         """Note a successful placement: the best so far and the elites."""
@@ -99,7 +98,9 @@ class Trainer:
         log_prob, entropy = log_prob[:sampled], entropy[:sampled]
         placements = actions[:sampled].numpy()
         if moves:
-            placements = np.concatenate([placements, self._local_moves(step_log_probs[sampled], moves)])
+            around = self.local_moves(self.best_placement, step_log_probs[sampled].exp().numpy(), self.allowed.numpy(),
+                                      moves)
+            placements = np.concatenate([placements, around])
         measurements = list(evaluate_batch(placements))
         if len(measurements) != k:
             raise RuntimeError(f"the evaluator returned {len(measurements)} measurements for {k} placements")
@@ -147,42 +148,6 @@ class Trainer:
             advantages = np.clip(advantages, -cfg.advantage_clip, cfg.advantage_clip)
         return advantages, baseline
 
-    def _local_moves(self, best_log_probs: torch.Tensor, count: int) -> np.ndarray:
-        """[count, n]: the best placement with 1-4 groups moved (1 half the time, each more half as often).
-
-        The policy guides the moves: half of a group's chance to move is the policy's doubt about the best's
-        device there (1 - p, given the best's earlier groups), half is uniform; the new device is drawn half from
-        the policy, half uniformly from the group's other allowed devices. Placements already tried around
-        this best are drawn again (up to 8 times)."""
-        best = self.best_placement
-        if not np.array_equal(best, self.moved_from):
-            self.moved_from, self.tried = best.copy(), set()
-        allowed = self.allowed.numpy()
-        others = allowed.copy()
-        others[np.arange(len(best)), best] = False
-        movable = others.any(axis=1)
-        probs = best_log_probs.exp().numpy() * others  # the policy's weight on each other device
-        doubt = probs.sum(axis=1)
-        weights = movable * (0.5 * doubt / max(doubt.sum(), 1e-12) + 0.5 / max(movable.sum(), 1))
-        device_weights = 0.5 * probs / np.maximum(doubt, 1e-12)[:, None] + \
-            0.5 * others / np.maximum(others.sum(axis=1), 1)[:, None]
-        out = np.repeat(best[None], count, axis=0)
-        if not movable.any():
-            return out
-        weights_t = torch.as_tensor(weights, dtype=torch.float64)
-        device_weights_t = torch.as_tensor(device_weights, dtype=torch.float64)
-        for row in out:
-            for _ in range(8):
-                size = int(torch.multinomial(MOVE_SIZES, 1, generator=self.generator)) + 1
-                groups = torch.multinomial(weights_t, min(size, int(movable.sum())), generator=self.generator)
-                row[:] = best
-                row[groups.numpy()] = torch.multinomial(device_weights_t[groups], 1,
-                                                        generator=self.generator).squeeze(1).numpy()
-                if row.tobytes() not in self.tried:
-                    break
-            self.tried.add(row.tobytes())
-        return out
-
     def imitate(self, placement: np.ndarray, *, target_prob: float, max_steps: int = 300, lr: float = 3e-3) -> int:
         """Warm start: fit the policy to ``placement`` (teacher forcing, its own Adam) until the geometric mean
         of the per-group probabilities of that placement reaches ``target_prob``; the number of steps taken."""
@@ -218,7 +183,8 @@ class Trainer:
             "best_runtime_s": self.best_runtime_s,
             "best_placement": None if self.best_placement is None else self.best_placement.tolist(),
             "elites": [(r, p.tolist()) for r, p in self.elites],
-            "moved_from": None if self.moved_from is None else self.moved_from.tolist(), "tried": sorted(self.tried),
+            "moved_from": None if self.local_moves.moved_from is None else self.local_moves.moved_from.tolist(),
+            "tried": sorted(self.local_moves.tried),
             "torch_rng": torch.get_rng_state(), "generator": self.generator.get_state(),
         }
 
@@ -233,7 +199,8 @@ class Trainer:
         best = state["best_placement"]
         self.best_placement = None if best is None else np.asarray(best, np.int64)
         self.elites = [(float(r), np.asarray(p, np.int64)) for r, p in state["elites"]]
-        self.moved_from = None if state["moved_from"] is None else np.asarray(state["moved_from"], np.int64)
-        self.tried = set(state["tried"])
+        moved_from = state["moved_from"]
+        self.local_moves.moved_from = None if moved_from is None else np.asarray(moved_from, np.int64)
+        self.local_moves.tried = set(state["tried"])
         torch.set_rng_state(state["torch_rng"])
         self.generator.set_state(state["generator"])
