@@ -278,8 +278,8 @@ def test_local_moves_stay_next_to_the_best_placement():
     state = trainer.state()
     again = Trainer(trainer.features.numpy(), allowed, trainer.config, seed=1)
     again.load(state)
-    assert again.local_moves.tried == trainer.local_moves.tried
-    assert np.array_equal(again.local_moves.moved_from, faster)
+    assert again.mover.tried == trainer.mover.tried
+    assert np.array_equal(again.mover.moved_from, faster)
 
 
 @pytest.mark.parametrize("field, value, accepted", [

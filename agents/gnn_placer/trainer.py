@@ -95,7 +95,7 @@ class Trainer:
     def __init__(self, net: GnnPlacerNet, config: Config, *, seed: int = 0) -> None:
         self.net, self.config = net, config
         self.generator = torch.Generator().manual_seed(int(seed))
-        self.local_moves: dict[str, LocalMoves] = {}  # per task, made at its first local move
+        self.movers: dict[str, LocalMoves] = {}  # per task, made at its first local move
 
     @cached_property
     def optimizer(self) -> torch.optim.Adam:
@@ -136,11 +136,11 @@ class Trainer:
 
     def _moves(self, task: PlacementTask, encoding: Encoding, best: np.ndarray, count: int) -> np.ndarray:
         """[count, n]: ``best`` with a few groups moved, guided by the policy's probabilities along it."""
-        moves = self.local_moves.setdefault(task.name, LocalMoves(self.generator))
+        mover = self.movers.setdefault(task.name, LocalMoves(self.generator))
         n_devices = task.problem.cluster.n_devices
         with torch.no_grad():
             log_probs = self.net.group_log_probs(encoding, torch.tensor(best, dtype=torch.long)[None])[0]
-        return moves(best, log_probs[:, :n_devices].exp().numpy(), task.problem.allowed, count)
+        return mover(best, log_probs[:, :n_devices].exp().numpy(), task.problem.allowed, count)
 
     def greedy(self, task: PlacementTask) -> np.ndarray:
         """The most likely placement of ``task``'s graph (no evaluation)."""

@@ -63,7 +63,7 @@ class Trainer:
         self.best_runtime_s = float("inf")
         self.best_placement: np.ndarray | None = None
         self.elites: list[tuple[float, np.ndarray]] = []  # (runtime, placement), fastest first, distinct
-        self.local_moves = LocalMoves(self.generator)
+        self.mover = LocalMoves(self.generator)
 
     def record(self, runtime_s: float, placement: np.ndarray) -> None:
         """Note a successful placement: the best so far and the elites."""
@@ -98,7 +98,7 @@ class Trainer:
         log_prob, entropy = log_prob[:sampled], entropy[:sampled]
         placements = actions[:sampled].numpy()
         if moves:
-            around = self.local_moves(self.best_placement, step_log_probs[sampled].exp().numpy(), self.allowed.numpy(),
+            around = self.mover(self.best_placement, step_log_probs[sampled].exp().numpy(), self.allowed.numpy(),
                                       moves)
             placements = np.concatenate([placements, around])
         measurements = list(evaluate_batch(placements))
@@ -183,8 +183,8 @@ class Trainer:
             "best_runtime_s": self.best_runtime_s,
             "best_placement": None if self.best_placement is None else self.best_placement.tolist(),
             "elites": [(r, p.tolist()) for r, p in self.elites],
-            "moved_from": None if self.local_moves.moved_from is None else self.local_moves.moved_from.tolist(),
-            "tried": sorted(self.local_moves.tried),
+            "moved_from": None if self.mover.moved_from is None else self.mover.moved_from.tolist(),
+            "tried": sorted(self.mover.tried),
             "torch_rng": torch.get_rng_state(), "generator": self.generator.get_state(),
         }
 
@@ -200,7 +200,7 @@ class Trainer:
         self.best_placement = None if best is None else np.asarray(best, np.int64)
         self.elites = [(float(r), np.asarray(p, np.int64)) for r, p in state["elites"]]
         moved_from = state["moved_from"]
-        self.local_moves.moved_from = None if moved_from is None else np.asarray(moved_from, np.int64)
-        self.local_moves.tried = set(state["tried"])
+        self.mover.moved_from = None if moved_from is None else np.asarray(moved_from, np.int64)
+        self.mover.tried = set(state["tried"])
         torch.set_rng_state(state["torch_rng"])
         self.generator.set_state(state["generator"])
