@@ -6,9 +6,11 @@ default, GNMT's 8 + 8 layers over 60 + 60 steps (67,639 ops, 1,139 groups), or `
 times, per placement, a batch of 64 random placements (each group on a device that can run it) on one
 thread and on ``--threads`` threads (``SimulationPlan.run_batch(..., threads=N)``), alternated over
 ``--rounds`` rounds, best and median of 5 batches each; then, on one thread, placements that split the groups
-in index order as layer-wise splits do: all on GPU 0, and 2 or 4 contiguous blocks over the GPUs; and the expert's
-and MinCut's placements, each alone and 64 placements one group away from it (what local search and annealing
-evaluate; one thread and ``--threads``). Last, the
+in index order as layer-wise splits do: all on GPU 0, and 2 or 4 contiguous blocks over the GPUs, and 16 placements
+of each group on a random GPU; and the expert's and MinCut's placements, each alone and 64 placements one group
+away from it (what local search and annealing evaluate; one thread and ``--threads``). Each line gives the
+placement's tensor transfers (the first of 16 random ones), what a placement's time grows with (docs/findings.md).
+Last, the
 GNN placer's network (the committed checkpoint, and a network of its shape with the sequential decoder; one
 torch thread) on the same graph and each cluster: best of 5 of its forward pass, and of forward, 16 samples and
 backward (an update's work without the simulator).
@@ -53,6 +55,11 @@ def _policy_times(problem, net, repeats: int = 5) -> tuple[float, float]:
         (drawn.log_prob.mean() + drawn.entropy).backward()
         update.append(time.perf_counter() - start)
     return min(forward), min(update)
+
+
+def _transfers(plan, placement: np.ndarray) -> int:
+    """The tensor transfers of one simulated step of ``placement``."""
+    return len(plan.run(placement, schedule=True).schedule.transfer_bytes)
 
 
 def _in_order_splits(allowed: np.ndarray, gpus: list[int]) -> dict[str, np.ndarray]:
@@ -105,9 +112,14 @@ def main(argv: list[str] | None = None) -> int:
                              f"{statistics.median(times) * 1e3:.2f} ms")
             print(f"{name}, random placements, round {r + 1}: " + " | ".join(cells))
         gpus = [d for d in range(cluster.n_devices) if cluster.devices[d].kind == "GPU"]
-        for split, placement in _in_order_splits(allowed, gpus).items():
-            times = _per_placement(plan, np.repeat(placement[None], 16, axis=0), 1)
-            print(f"{name}, {split}: best {min(times) * 1e3:.2f} ms per placement (one thread)")
+        shapes = {split: np.repeat(placement[None], 16, axis=0)
+                  for split, placement in _in_order_splits(allowed, gpus).items()}
+        drawn_gpus = np.array(gpus)[rng.integers(0, len(gpus), (16, graph.n_groups))]
+        shapes["each group on a random GPU"] = np.where(allowed[rows, drawn_gpus], drawn_gpus, 0)
+        for split, placements in shapes.items():
+            times = _per_placement(plan, placements, 1)
+            print(f"{name}, {split}: best {min(times) * 1e3:.2f} ms per placement (one thread), "
+                  f"{_transfers(plan, placements[0]):,} transfers")
         problem = pe.Problem.make(graph, cluster)
         for label, placement in (("expert", expert(problem)), ("MinCut", mincut(problem))):
             times = _per_placement(plan, np.repeat(placement[None], 16, axis=0), 1)
@@ -115,8 +127,9 @@ def main(argv: list[str] | None = None) -> int:
             moves = np.array([move(placement, 1) for _ in range(64 if move.possible else 0)])
             cells = [f"{threads} thread(s) best {min(t) * 1e3:.2f} ms" for threads in (1, args.threads)
                      for t in [_per_placement(plan, moves, threads)]] if len(moves) else ["no group can move"]
-            print(f"{name}, {label}: best {min(times) * 1e3:.2f} ms per placement (one thread); {len(moves)} "
-                  f"one-group moves from it: " + ", ".join(cells))
+            print(f"{name}, {label}: best {min(times) * 1e3:.2f} ms per placement (one thread), "
+                  f"{_transfers(plan, placement):,} transfers; {len(moves)} one-group moves from it: "
+                  + ", ".join(cells))
     import dataclasses
 
     import torch
