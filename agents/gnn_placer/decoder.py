@@ -137,7 +137,7 @@ def decode(head: PlacementAwareHead, context: torch.Tensor, base: torch.Tensor, 
     encoder's masked logits; ``override`` [k, n]: where >= 0, the group's device instead of the drawn one (the
     groups after it see that device)."""
     n = base.shape[0]
-    chosen = np.full((k, n), -1, np.int64) if override is None else override.numpy()
+    overrides = np.full((k, n), -1, np.int64) if override is None else override.numpy()
     pair_ptr = np.searchsorted(inputs.earlier_dst.numpy(), np.arange(n + 1))
     uniforms = (np.zeros((k, n)) if greedy
                 else torch.rand((k, n), generator=generator, dtype=torch.float64).numpy())
@@ -147,5 +147,5 @@ def decode(head: PlacementAwareHead, context: torch.Tensor, base: torch.Tensor, 
             head.out.weight.detach().double()[0].numpy().copy(), float(head.out.bias.detach()[0]),
             base.detach().double().numpy(), pair_ptr, inputs.earlier_src.numpy(),
             inputs.earlier_share.double().numpy(), inputs.compute_load.double().numpy(),
-            inputs.memory_load.double().numpy(), inputs.gpu_slots.numpy(), uniforms, chosen, greedy)
+            inputs.memory_load.double().numpy(), inputs.gpu_slots.numpy(), uniforms, overrides, greedy)
     return torch.from_numpy(actions)

@@ -55,12 +55,11 @@ class Config:
     local_moves: int = 0  # this many of the K per graph and update are its best placement with 1-4 groups moved
 
     def __post_init__(self) -> None:
-        if not isinstance(self.local_moves, int) or isinstance(self.local_moves, bool) or self.local_moves < 0:
-            raise ValueError(f"Config.local_moves={self.local_moves!r}; expected an integer >= 0")
-        for name in ("hidden", "heads", "samples", "graphs_per_update"):
+        for name, least in (("hidden", 1), ("heads", 1), ("samples", 1), ("graphs_per_update", 1), ("local_moves", 0)):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"Config.{name}={value!r}; expected a positive integer")
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                accepted = "a positive integer" if least else "an integer >= 0"
+                raise ValueError(f"Config.{name}={value!r}; expected {accepted}")
         for name in ("lr", "grad_clip"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"Config.{name}={getattr(self, name)!r}; expected a positive number")

@@ -34,6 +34,7 @@ from typing import Any
 import tensorflow as tf
 
 from . import common
+from .transformer_layers import dense
 from .sizes import DLRM_PAPER as PAPER, DLRM_TINY as TINY  # noqa: F401 (the module's sizes)
 
 __all__ = ["PAPER", "TINY", "build", "interaction_width"]
@@ -54,18 +55,17 @@ def _positive_ints(name: str, value: Any, *, maximum: int = common.MAX_SIZE) -> 
     return tuple(common.require_int("dlrm", f"{name}[{k}]", v, maximum=maximum) for k, v in enumerate(value))
 
 
-def _dense(x: tf.Tensor, units: int, name: str, relu: bool) -> tf.Tensor:
-    with tf.compat.v1.variable_scope(name):
-        kernel = tf.compat.v1.get_variable("kernel", [int(x.shape[1]), units],
-                                           initializer=tf.compat.v1.glorot_uniform_initializer())
-        bias = tf.compat.v1.get_variable("bias", [units], initializer=tf.zeros_initializer())
-        y = tf.nn.bias_add(tf.matmul(x, kernel, name="matmul"), bias, name="bias_add")
-        return tf.nn.relu(y, name="relu") if relu else y
+def _relu(x: tf.Tensor) -> tf.Tensor:
+    return tf.nn.relu(x, name="relu")
 
 
 def _mlp(x: tf.Tensor, sizes: tuple[int, ...], last_relu: bool) -> tf.Tensor:
+    """Dense layers ``layer_<k>`` of ``sizes`` units (Glorot-uniform kernels), ReLU after each
+    but the last unless ``last_relu``."""
     for k, units in enumerate(sizes):
-        x = _dense(x, units, f"layer_{k}", relu=last_relu or k + 1 < len(sizes))
+        relu = last_relu or k + 1 < len(sizes)
+        x = dense(x, units, f"layer_{k}", activation=_relu if relu else None,
+                  initializer=tf.compat.v1.glorot_uniform_initializer())
     return x
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import tensorflow as tf
@@ -58,11 +58,14 @@ def check_dims(model: str, p: dict) -> Dims:
                 dropout=common.require_rate(model, "dropout", p["dropout"]))
 
 
-def dense(x: tf.Tensor, units: int, scope: str, activation: Callable | None = None) -> tf.Tensor:
-    """``activation(x @ kernel + bias)`` for a 2-D ``x``; variables ``<scope>/kernel`` and ``<scope>/bias``."""
+def dense(x: tf.Tensor, units: int, scope: str, activation: Callable | None = None,
+          initializer: Any = None) -> tf.Tensor:
+    """``activation(x @ kernel + bias)`` for a 2-D ``x``; variables ``<scope>/kernel`` (``initializer``, by default
+    BERT's and GPT-2's truncated normal of stddev 0.02) and ``<scope>/bias``."""
     with tf.compat.v1.variable_scope(scope):
-        kernel = tf.compat.v1.get_variable("kernel", [int(x.shape[-1]), units],
-                                           initializer=tf.compat.v1.truncated_normal_initializer(stddev=0.02))
+        kernel = tf.compat.v1.get_variable(
+            "kernel", [int(x.shape[-1]), units],
+            initializer=initializer or tf.compat.v1.truncated_normal_initializer(stddev=0.02))
         bias = tf.compat.v1.get_variable("bias", [units], initializer=tf.zeros_initializer())
         y = tf.nn.bias_add(tf.matmul(x, kernel, name="matmul"), bias, name="bias_add")
         return activation(y) if activation is not None else y
