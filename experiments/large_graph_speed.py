@@ -62,13 +62,13 @@ def _transfers(plan, placement: np.ndarray) -> int:
     return len(plan.run(placement, schedule=True).schedule.transfer_bytes)
 
 
-def _in_order_splits(allowed: np.ndarray, gpus: list[int]) -> dict[str, np.ndarray]:
-    """All groups on the first GPU, and 2 or 4 contiguous blocks of groups over the GPUs (a group a GPU
-    cannot run goes to device 0, the CPU)."""
+def in_order_splits(allowed: np.ndarray, gpus: list[int]) -> dict[str, np.ndarray]:
+    """All groups on the first GPU, and 2 or 4 contiguous blocks of groups over the GPUs, as many as there are
+    GPUs for (a group a GPU cannot run goes to device 0, the CPU)."""
     n = allowed.shape[0]
     rows = np.arange(n)
     splits = {"one GPU": np.full(n, gpus[0])}
-    for k in (2, 4):
+    for k in (2, 4)[:len(gpus) // 2]:
         splits[f"{k} blocks"] = np.array(gpus[:k])[np.minimum(rows * k // n, k - 1)]
     return {name: np.where(allowed[rows, p], p, 0) for name, p in splits.items()}
 
@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}, random placements, round {r + 1}: " + " | ".join(cells))
         gpus = [d for d in range(cluster.n_devices) if cluster.devices[d].kind == "GPU"]
         shapes = {split: np.repeat(placement[None], 16, axis=0)
-                  for split, placement in _in_order_splits(allowed, gpus).items()}
+                  for split, placement in in_order_splits(allowed, gpus).items()}
         drawn_gpus = np.array(gpus)[rng.integers(0, len(gpus), (16, graph.n_groups))]
         shapes["each group on a random GPU"] = np.where(allowed[rows, drawn_gpus], drawn_gpus, 0)
         for split, placements in shapes.items():

@@ -15,8 +15,8 @@ fixed order, where the same device ends every time); it has no prefetcher, so a 
 as misses. Compare placement shapes and versions of the code by them; a time is still for an idle machine.
 
 The shapes are those ``experiments.large_graph_speed`` times (``--benchmark`` grouped with ``max_groups=4000``,
-on ``--cluster``): all groups on the first GPU, 4 contiguous blocks over the GPUs, each group on a random GPU,
-and each group on a random device.
+on ``--cluster``): all groups on the first GPU, 2 and 4 contiguous blocks over the GPUs (as many as there are
+GPUs for), each group on a random GPU, and each group on a random device.
 """
 from __future__ import annotations
 
@@ -81,17 +81,16 @@ def _child(work: Path, shape: str) -> int:
 
 
 def _shapes(graph, cluster, allowed: np.ndarray, k: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    from experiments.large_graph_speed import _in_order_splits
+    from experiments.large_graph_speed import in_order_splits
 
     gpus = [d for d in range(cluster.n_devices) if cluster.devices[d].kind == "GPU"]
-    splits = _in_order_splits(allowed, gpus)
+    shapes = {name: np.repeat(split[None], k, axis=0) for name, split in in_order_splits(allowed, gpus).items()}
     rows = np.arange(graph.n_groups)
     on_gpus = np.array(gpus)[rng.integers(0, len(gpus), (k, graph.n_groups))]
     anywhere = rng.integers(0, cluster.n_devices, (k, graph.n_groups))
-    return {"one GPU": np.repeat(splits["one GPU"][None], k, axis=0),
-            "4 blocks": np.repeat(splits["4 blocks"][None], k, axis=0),
-            "each group on a random GPU": np.where(allowed[rows, on_gpus], on_gpus, 0),
-            "each group on a random device": np.where(allowed[rows, anywhere], anywhere, 0)}
+    shapes["each group on a random GPU"] = np.where(allowed[rows, on_gpus], on_gpus, 0)
+    shapes["each group on a random device"] = np.where(allowed[rows, anywhere], anywhere, 0)
+    return shapes
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
 
     graph = pe.load_benchmark(args.benchmark, max_groups=4000)
     cluster = pe.load_cluster(args.cluster)
+    if not any(device.kind == "GPU" for device in cluster.devices):
+        parser.error(f"--cluster {args.cluster} has no GPU; the placement shapes are over a cluster's GPUs")
     plan = SimulationPlan(graph, cluster, analytical_costs(graph, cluster).seconds)
     shapes = _shapes(graph, cluster, pe.allowed_devices(graph, cluster), args.placements, np.random.default_rng(0))
     print(f"{args.benchmark} on {args.cluster}: {graph.n_ops:,} ops, {graph.n_groups:,} groups; per placement, "
