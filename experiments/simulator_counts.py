@@ -105,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
         return _child(Path(args.child[0]), args.child[1])
     if args.placements < 1:
         parser.error(f"--placements must be at least 1, got {args.placements}")
+    if args.l2 < 2**15 or args.l2 & (args.l2 - 1):
+        parser.error(f"--l2 must be a power of two of at least 32768 bytes (valgrind's cache model), got {args.l2}")
     missing = [tool for tool in ("valgrind", "cc") if shutil.which(tool) is None]
     if missing:
         parser.error(f"needs {' and '.join(missing)} on the PATH (Debian: apt install valgrind gcc)")
@@ -135,11 +137,13 @@ def main(argv: list[str] | None = None) -> int:
         for shape, placements in tqdm(shapes.items(), desc="shapes under callgrind", unit="shape"):
             np.save(work / f"{shape}.npy", placements)
             dump = work / "callgrind.out"
-            subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--cache-sim=yes",
-                            "--branch-sim=yes", "--D1=32768,8,64", f"--LL={args.l2},8,64", "--compress-pos=no",
-                            "--compress-strings=no", f"--callgrind-out-file={dump}", sys.executable, "-m",
-                            "experiments.simulator_counts", "--child", str(work), shape],
-                           check=True, capture_output=True)
+            child = subprocess.run(["valgrind", "--tool=callgrind", "--instr-atstart=no", "--cache-sim=yes",
+                                    "--branch-sim=yes", "--D1=32768,8,64", f"--LL={args.l2},8,64", "--compress-pos=no",
+                                    "--compress-strings=no", f"--callgrind-out-file={dump}", sys.executable, "-m",
+                                    "experiments.simulator_counts", "--child", str(work), shape],
+                                   capture_output=True, text=True)
+            if child.returncode != 0:
+                sys.exit(f"valgrind's run of {shape!r} failed (exit {child.returncode}):\n{child.stderr[-3000:]}")
             dumps = sorted(work.glob("callgrind.out*"))  # the client request's dump is callgrind.out.1
             rows[shape] = {name: count / args.placements for name, count in jit_counts(dumps[-1]).items()}
             for file in dumps:
