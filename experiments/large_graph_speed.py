@@ -68,7 +68,7 @@ def in_order_splits(allowed: np.ndarray, gpus: list[int]) -> dict[str, np.ndarra
     n = allowed.shape[0]
     rows = np.arange(n)
     splits = {"one GPU": np.full(n, gpus[0])}
-    for k in (2, 4)[:len(gpus) // 2]:
+    for k in [k for k in (2, 4) if k <= len(gpus)]:
         splits[f"{k} blocks"] = np.array(gpus[:k])[np.minimum(rows * k // n, k - 1)]
     return {name: np.where(allowed[rows, p], p, 0) for name, p in splits.items()}
 
