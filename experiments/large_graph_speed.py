@@ -73,6 +73,12 @@ def in_order_splits(allowed: np.ndarray, gpus: list[int]) -> dict[str, np.ndarra
     return {name: np.where(allowed[rows, p], p, 0) for name, p in splits.items()}
 
 
+def on_random_gpus(allowed: np.ndarray, gpus: list[int], k: int, rng: np.random.Generator) -> np.ndarray:
+    """[k, n_groups]: each group on a GPU drawn at random (device 0, the CPU, where that GPU cannot run it)."""
+    drawn = np.array(gpus)[rng.integers(0, len(gpus), (k, allowed.shape[0]))]
+    return np.where(allowed[np.arange(allowed.shape[0]), drawn], drawn, 0)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--benchmark", default="nmt-deep", help="a benchmark name (default: %(default)s)")
@@ -114,8 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         gpus = [d for d in range(cluster.n_devices) if cluster.devices[d].kind == "GPU"]
         shapes = {split: np.repeat(placement[None], 16, axis=0)
                   for split, placement in in_order_splits(allowed, gpus).items()}
-        drawn_gpus = np.array(gpus)[rng.integers(0, len(gpus), (16, graph.n_groups))]
-        shapes["each group on a random GPU"] = np.where(allowed[rows, drawn_gpus], drawn_gpus, 0)
+        shapes["each group on a random GPU"] = on_random_gpus(allowed, gpus, 16, rng)
         for split, placements in shapes.items():
             times = _per_placement(plan, placements, 1)
             print(f"{name}, {split}: best {min(times) * 1e3:.2f} ms per placement (one thread), "

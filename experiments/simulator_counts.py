@@ -7,7 +7,7 @@ requests, built into a small shared library with the system's C compiler), and t
 the compiled code's instructions, conditional branches and mispredicted branches, and its misses in a first-level
 data cache and in a cache of ``--l2`` bytes (default this VM's 1 MiB of L2 per core). Only numba's compiled code
 counts (valgrind's object ``???``: the JIT's anonymous memory), not Python around it. The same code and
-placements give the same counts on every run.
+placements give the same counts on every run, to within 0.05%.
 
 The counts are of valgrind's model of a processor, not of this one: its branch predictor is a table of 2-bit
 counters without history, so it also mispredicts patterns a real predictor learns (a scan of the devices in a
@@ -30,6 +30,8 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from experiments.large_graph_speed import in_order_splits, on_random_gpus
 
 # Two of valgrind's client requests (callgrind.h), callable through ctypes: zero the counts and switch the
 # instrumentation on; switch it off and write the counts.
@@ -81,15 +83,11 @@ def _child(work: Path, shape: str) -> int:
 
 
 def _shapes(graph, cluster, allowed: np.ndarray, k: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
-    from experiments.large_graph_speed import in_order_splits
-
     gpus = [d for d in range(cluster.n_devices) if cluster.devices[d].kind == "GPU"]
     shapes = {name: np.repeat(split[None], k, axis=0) for name, split in in_order_splits(allowed, gpus).items()}
-    rows = np.arange(graph.n_groups)
-    on_gpus = np.array(gpus)[rng.integers(0, len(gpus), (k, graph.n_groups))]
+    shapes["each group on a random GPU"] = on_random_gpus(allowed, gpus, k, rng)
     anywhere = rng.integers(0, cluster.n_devices, (k, graph.n_groups))
-    shapes["each group on a random GPU"] = np.where(allowed[rows, on_gpus], on_gpus, 0)
-    shapes["each group on a random device"] = np.where(allowed[rows, anywhere], anywhere, 0)
+    shapes["each group on a random device"] = np.where(allowed[np.arange(graph.n_groups), anywhere], anywhere, 0)
     return shapes
 
 

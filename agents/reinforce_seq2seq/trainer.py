@@ -99,7 +99,7 @@ class Trainer:
         placements = actions[:sampled].numpy()
         if moves:
             around = self.mover(self.best_placement, step_log_probs[sampled].exp().numpy(), self.allowed.numpy(),
-                                      moves)
+                                moves)
             placements = np.concatenate([placements, around])
         measurements = list(evaluate_batch(placements))
         if len(measurements) != k:
