@@ -1,70 +1,78 @@
-"""What the analytical costs leave out of variable updates: ``python -m experiments.update_traffic``.
+"""What the analytical costs leave out of variable updates, and what a floor on their traffic gives:
+``python -m experiments.update_traffic`` (``--measure``: against real TF kernels on this CPU; run it alone).
 
 grappler's analytical estimate of a ``ResourceApply*`` op sees the variables it updates as resource handles (no
-bytes) and costs only the update's arithmetic; a dense embedding gradient (``UnsortedSegmentSum``) is costed by its
-arithmetic as well. For each benchmark on the first GPU of ``--cluster``, this prints these op classes' modelled
-seconds against a memory-traffic floor at the GPU's achieved bandwidth (``costs.achieved_rates``): an update reads
-its data inputs (the gradient) and reads and writes every variable whose handle it takes (the variable and its
-optimiser slots); a segment sum reads its inputs and writes its output; a sparse update (``ResourceScatterAdd``,
-DLRM's tables) reads its inputs and reads and writes the rows it updates, as many bytes as its largest input. The floor's excess over the model is given
-as a share of the step's op seconds on that GPU (every op the GPU can run, one after another). The costs are not
-changed by this: it measures the gap that docs/findings.md describes.
+bytes) and costs only the update's arithmetic; a dense embedding gradient (``UnsortedSegmentSum``) and a sparse
+update (``ResourceScatterAdd``) are costed by their arithmetic as well. ``placement_env.costs.update_traffic_bytes``
+counts the bytes each must move, and a cluster with ``update_traffic`` charges every such op at least those bytes
+at its device's achieved bandwidth.
+
+Without ``--measure``, for each benchmark on the first GPU of ``--cluster``, this prints these op classes'
+modelled seconds against that floor, and the floor's excess over the model as a share of the step's op seconds
+on that GPU (every op the GPU can run, one after another).
+
+With ``--measure``, it checks the floor against real kernels: for plain SGD, momentum and Adam updates of one
+variable of 64 and 256 MiB, a training step whose gradient is the sum of two filled tensors is profiled on a
+``local:1`` worker (one TF thread; ``pe.measured_costs``, the kernels' times from a trace), and each update's
+measured time is printed against grappler's cost and the floor's, both at the bandwidth the step's own ``AddV2``
+reached (two tensors read, one written, in its measured time), so no constant is fitted to the updates.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 
 import numpy as np
 
 BENCHMARKS = ("rnnlm", "nmt", "inception_v3", "transformer", "gpt2", "bert", "resnet50", "mlp_mixer", "dlrm")
-UPDATE_PREFIX = "ResourceApply"
-SEGMENT_SUM = "UnsortedSegmentSum"
-SCATTER = "ResourceScatterAdd"
+OPTIMIZERS = ("GradientDescent", "Momentum", "Adam")
+MEASURED_MIB = (64, 256)
 
 
-def traffic_floor_bytes(graph, op: int) -> int:
-    """Bytes ``op`` must move at least: its data inputs read, each variable whose handle it takes read and written
-    (an update), the rows it updates read and written (a sparse update), or its data inputs read and its outputs
-    written (a segment sum)."""
-    inputs = np.flatnonzero(np.asarray(graph.edge_dst) == op)
-    sources = np.asarray(graph.edge_src)[inputs]
-    edge_bytes = np.asarray(graph.edge_bytes, np.int64)[inputs]
-    data = np.asarray(graph.edge_src_output)[inputs] >= 0
-    variables = data & (edge_bytes == 0) & (np.asarray(graph.persistent_bytes)[sources] > 0)
-    read = int(edge_bytes[data & ~variables].sum())
-    if graph.op_types[op].startswith(UPDATE_PREFIX):
-        return read + 2 * int(np.asarray(graph.persistent_bytes, np.int64)[sources[variables]].sum())
-    if graph.op_types[op] == SCATTER:
-        return read + 2 * int(edge_bytes[data & ~variables].max(initial=0))
-    outputs = np.asarray(graph.output_bytes, np.int64)[graph.output_ptr[op]:graph.output_ptr[op + 1]]
-    return read + int(outputs.sum())
+def optimizer_step(optimizer: str, n: int):
+    """An OpGraph of one training step that applies ``optimizer`` (one of ``OPTIMIZERS``) to a float32 variable of
+    ``n`` elements, with the gradient ``fill(a) + fill(b)`` of two scalar feeds (two feeds, so that grappler
+    cannot fold the sum into a product), so the step holds one ``AddV2`` that streams as many bytes as the update."""
+    import tensorflow as tf
 
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cluster", default="k80-2gpu", help="a cluster preset with a GPU (default: %(default)s)")
-    parser.add_argument("--benchmarks", nargs="+", default=list(BENCHMARKS))
-    args = parser.parse_args(argv)
-    from placement_env.quiet_tf import import_tensorflow_quietly
-
-    import_tensorflow_quietly()
     import placement_env as pe
-    from placement_env.costs import achieved_rates, analytical_costs
 
-    cluster = pe.load_cluster(args.cluster)
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"optimizer = {optimizer!r}: must be one of {', '.join(OPTIMIZERS)}")
+    make = {"GradientDescent": lambda: tf.compat.v1.train.GradientDescentOptimizer(0.1),
+            "Momentum": lambda: tf.compat.v1.train.MomentumOptimizer(0.1, 0.9),
+            "Adam": lambda: tf.compat.v1.train.AdamOptimizer(0.1)}[optimizer]
+    graph = tf.Graph()
+    with graph.as_default():
+        a = tf.compat.v1.placeholder(tf.float32, [], name="a")
+        b = tf.compat.v1.placeholder(tf.float32, [], name="b")
+        var = tf.compat.v1.get_variable("var", [n], initializer=tf.compat.v1.zeros_initializer(), use_resource=True)
+        grad = tf.add(tf.fill([n], a), tf.fill([n], b), name="grad")
+        train = make().apply_gradients([(grad, var)], name="train")
+        init = tf.compat.v1.global_variables_initializer()
+    return pe.from_tf(graph, fetches=[train.name], init_op=init.name, name=f"{optimizer.lower()}-{n}")
+
+
+def _gap_table(cluster_name: str, benchmarks: list[str]) -> None:
+    import placement_env as pe
+    from placement_env.costs import SCATTER, SEGMENT_SUM, UPDATE_PREFIX, achieved_rates, analytical_costs
+    from placement_env.costs import update_traffic_bytes
+
+    cluster = pe.load_cluster(cluster_name)
     gpus = np.flatnonzero(cluster.is_gpu)
     if not gpus.size:
-        raise SystemExit(f"cluster {args.cluster!r} has no GPU; pick one that has (e.g. k80-2gpu)")
+        raise SystemExit(f"cluster {cluster_name!r} has no GPU; pick one that has (e.g. k80-2gpu)")
     gpu = int(gpus[0])
     bandwidth = achieved_rates(cluster.devices[gpu])[1]
-    print(f"{args.cluster}, {cluster.devices[gpu].name}: achieved memory bandwidth {bandwidth / 1e9:.0f} GB/s")
+    print(f"{cluster_name}, {cluster.devices[gpu].name}: achieved memory bandwidth {bandwidth / 1e9:.0f} GB/s")
     print("| benchmark | op class | ops | modelled (ms) | traffic floor (ms) | floor - modelled, share of the step's op "
           "time |")
     print("|---|---|---|---|---|---|")
-    for name in args.benchmarks:
+    for name in benchmarks:
         graph = pe.load_benchmark(name)
         seconds = analytical_costs(graph, cluster).seconds[:, gpu]
+        floor_all = update_traffic_bytes(graph) / bandwidth
         on_gpu = pe.allowed_devices(graph, cluster)[graph.group, gpu]
         step = float(seconds[on_gpu].sum())
         types = np.asarray(graph.op_types, dtype=str)
@@ -74,10 +82,59 @@ def main(argv: list[str] | None = None) -> int:
             ops = np.flatnonzero(members & on_gpu)
             if not ops.size:
                 continue
-            floor = np.array([traffic_floor_bytes(graph, int(op)) for op in ops]) / bandwidth
+            floor = floor_all[ops]
             gap = float(np.maximum(floor - seconds[ops], 0.0).sum())
             print(f"| {name} | {label} | {ops.size} | {seconds[ops].sum() * 1e3:.2f} | {floor.sum() * 1e3:.2f} | "
                   f"{gap * 1e3:.1f} ms, {gap / step:.2%} of {step:.3f} s |")
+
+
+def _measure() -> None:
+    from tqdm import tqdm
+
+    import placement_env as pe
+    from placement_env.calibration import measured_costs
+    from placement_env.costs import UPDATE_PREFIX, analytical_costs, update_traffic_bytes
+
+    local = pe.load_cluster("local:1")
+    print("one local:1 worker (one TF thread); bandwidth: what the step's AddV2 reached (3 tensors of the variable's "
+          "size in its measured time); grappler and floor: analytical_costs at that bandwidth, without and with "
+          "update_traffic")
+    print("| update | variable | update's traffic | AddV2: measured / modelled (ms) | bandwidth | update measured (ms) "
+          "| grappler (ms, x measured) | with the floor (ms, x measured) |")
+    print("|---|---|---|---|---|---|---|---|")
+    cases = [(optimizer, mib) for optimizer in OPTIMIZERS for mib in MEASURED_MIB]
+    for optimizer, mib in tqdm(cases, desc="profiling updates", unit="step", leave=False):
+        graph = optimizer_step(optimizer, mib * 2**20 // 4)
+        types = np.asarray(graph.op_types, dtype=str)
+        add = int(np.flatnonzero(types == "AddV2")[0])
+        update = int(np.flatnonzero(np.char.startswith(types, UPDATE_PREFIX))[0])
+        measured = measured_costs(graph, local).seconds[:, 0]
+        bandwidth = 3 * mib * 2**20 / measured[add]
+        device = dataclasses.replace(local.devices[0], memory_bandwidth=bandwidth, memory_efficiency=1.0)
+        at_bandwidth = dataclasses.replace(local, devices=(device,))
+        grappler = analytical_costs(graph, at_bandwidth).seconds[:, 0]
+        floored = analytical_costs(graph, dataclasses.replace(at_bandwidth, update_traffic=True)).seconds[:, 0]
+        traffic = update_traffic_bytes(graph)[update]
+        tqdm.write(f"| {types[update]} | {mib} MiB | {traffic / 2**20:.0f} MiB | {measured[add] * 1e3:.2f} / "
+                   f"{grappler[add] * 1e3:.2f} | {bandwidth / 1e9:.1f} GB/s | {measured[update] * 1e3:.2f} | "
+                   f"{grappler[update] * 1e3:.2f} ({grappler[update] / measured[update]:.2f}x) | "
+                   f"{floored[update] * 1e3:.2f} ({floored[update] / measured[update]:.2f}x) |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cluster", default="k80-2gpu", help="a cluster preset with a GPU (default: %(default)s)")
+    parser.add_argument("--benchmarks", nargs="+", default=list(BENCHMARKS))
+    parser.add_argument("--measure", action="store_true",
+                        help="time real updates on a local:1 worker instead (about a minute; run it alone)")
+    args = parser.parse_args(argv)
+    from placement_env.quiet_tf import import_tensorflow_quietly
+
+    import_tensorflow_quietly()
+    if args.measure:
+        _measure()
+    else:
+        _gap_table(args.cluster, args.benchmarks)
     return 0
 
 

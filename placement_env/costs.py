@@ -18,6 +18,13 @@ Grappler's per-op ``compute_cost`` (int64, nanoseconds, but truncated to whole m
 measured on a device ``SLOWDOWN`` times slower and scaled back (sub-microsecond resolution).
 
 Results are cached per (graph, device type) under ``cache_dir() / "costs-<key>.npz"``.
+
+What grappler leaves out: a resource variable reaches the ops that use it as a handle of 0 bytes, so a
+variable update (``ResourceApply*``) is costed by its arithmetic and its gradient alone, and a dense
+embedding gradient (``UnsortedSegmentSum``) and a sparse update (``ResourceScatterAdd``) by their arithmetic.
+:func:`update_traffic_bytes` counts the bytes each of them must move; on a cluster with ``update_traffic``
+an op is charged at least those bytes at its device's achieved bandwidth (plus its overhead), the
+roofline's memory side.
 """
 from __future__ import annotations
 
@@ -39,6 +46,10 @@ GPU_ARCHITECTURE = "6"  # grappler: 64 cores per multiprocessor for compute capa
 _GPU_FLOPS_PER_CORE_CYCLE = 64 * 2  # cores per multiprocessor x FLOPs per multiply-add
 ANALYTICAL_SOURCE = "grappler-analytical"  # how OpCosts.source of analytical_costs begins
 UNLIMITED_MEMORY = 2**62  # memory_size for cost probing, so a big graph on one device never "OOMs"
+
+UPDATE_PREFIX = "ResourceApply"  # dense variable updates: ResourceApplyGradientDescent, ...Momentum, ...Adam, ...
+SEGMENT_SUM = "UnsortedSegmentSum"  # a dense embedding gradient
+SCATTER = "ResourceScatterAdd"  # a sparse update of a variable's rows (plain SGD on an embedding table)
 
 # Counters tests and users can read: how many grappler runs and cache hits this process made.
 STATS = {"grappler_runs": 0, "cache_hits": 0, "cache_corrupt": 0}
@@ -220,6 +231,38 @@ def _save_cached(path, seconds: np.ndarray, unreported: int) -> None:
     os.replace(tmp, path)
 
 
+def update_traffic_bytes(graph: OpGraph) -> np.ndarray:
+    """Per op, the bytes of memory traffic a variable update, sparse update or dense embedding gradient cannot
+    avoid (0 for every other op): a dense update reads its data inputs (the gradient and scalars) and reads and
+    writes each variable whose handle it takes (the variable and its optimiser slots: 3x the variable's bytes
+    for plain SGD, 5x with momentum, 7x for Adam); a sparse update reads its inputs and reads and writes the rows
+    it updates (as many bytes as its largest input); a segment sum reads its inputs and writes its output.
+    A variable is a data input of 0 bytes from an op that holds persistent bytes (a ``VarHandleOp``)."""
+    n = graph.n_ops
+    src, dst = np.asarray(graph.edge_src), np.asarray(graph.edge_dst)
+    edge_bytes = np.asarray(graph.edge_bytes, np.int64)
+    persistent = np.asarray(graph.persistent_bytes, np.int64)
+    data = np.asarray(graph.edge_src_output) >= 0
+    variable = data & (edge_bytes == 0) & (persistent[src] > 0)
+    read_edges = data & ~variable
+    read = np.bincount(dst[read_edges], weights=edge_bytes[read_edges], minlength=n).astype(np.int64)
+    variables = np.bincount(dst[variable], weights=persistent[src[variable]], minlength=n).astype(np.int64)
+    largest = np.zeros(n, np.int64)
+    np.maximum.at(largest, dst[read_edges], edge_bytes[read_edges])
+    cumulative = np.concatenate([[0], np.cumsum(np.asarray(graph.output_bytes, np.int64))])
+    output_ptr = np.asarray(graph.output_ptr)
+    written = cumulative[output_ptr[1:]] - cumulative[output_ptr[:-1]]
+    types = np.asarray(graph.op_types, dtype=str)
+    out = np.zeros(n, np.int64)
+    update = np.char.startswith(types, UPDATE_PREFIX)
+    out[update] = read[update] + 2 * variables[update]
+    scatter = types == SCATTER
+    out[scatter] = read[scatter] + 2 * largest[scatter]
+    segment_sum = types == SEGMENT_SUM
+    out[segment_sum] = read[segment_sum] + written[segment_sum]
+    return out
+
+
 def analytical_costs(graph: OpGraph, cluster: Cluster, *, use_cache: bool = True) -> OpCosts:
     """Compute time of every op on every device of ``cluster``, from grappler's analytical model.
 
@@ -229,7 +272,9 @@ def analytical_costs(graph: OpGraph, cluster: Cluster, *, use_cache: bool = True
 
     Each device's ``op_overhead_s`` is added to every op (grappler models no per-op overhead).
     Ops without a kernel for a device kind still get the analytical cost (grappler works from
-    shapes and types, not kernels); such placements fail at run time, not here.
+    shapes and types, not kernels); such placements fail at run time, not here. On a cluster with
+    ``update_traffic``, an op takes at least its :func:`update_traffic_bytes` at the device's achieved
+    bandwidth plus its overhead.
     """
 
     columns: dict[tuple, tuple[np.ndarray, int]] = {}
@@ -247,6 +292,10 @@ def analytical_costs(graph: OpGraph, cluster: Cluster, *, use_cache: bool = True
         if use_cache:
             _save_cached(path, *columns[key])
     seconds = np.stack([columns[op_type_key(d)][0] for d in cluster.devices], axis=1) + cluster.op_overhead_s
+    if cluster.update_traffic:
+        bandwidth = np.array([achieved_rates(d)[1] for d in cluster.devices])
+        traffic = update_traffic_bytes(graph)[:, None] / bandwidth + cluster.op_overhead_s
+        seconds = np.maximum(seconds, traffic)
     unreported = max((u for _, u in columns.values()), default=0)
     return OpCosts(seconds=seconds, source=f"{ANALYTICAL_SOURCE} (TF {_tf_version()})", n_unreported=unreported)
 

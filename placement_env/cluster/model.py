@@ -62,6 +62,11 @@ class Cluster:
     # inputs becomes a temporary variable that each input is added into, so the inputs need not
     # all be alive at once). The ideal presets keep every input of a sum until the sum runs.
     accumulate_sums: bool = False
+    # Whether a variable update, a sparse update and a dense embedding gradient take at least the memory
+    # traffic they must move at the device's achieved bandwidth (costs.update_traffic_bytes): grappler's
+    # analytical model sees a resource variable as a handle of 0 bytes. Off on the presets, whose stored
+    # results are made without it.
+    update_traffic: bool = False
     # CPU work on both ends of every cross-device tensor, as between TF worker processes over
     # loopback gRPC (None: transfers cost the devices nothing, as a GPU's copy engines).
     host_transfer: HostTransfer | None = None
@@ -103,6 +108,9 @@ class Cluster:
         if not isinstance(self.accumulate_sums, (bool, np.bool_)):
             raise bad("accumulate_sums", self.accumulate_sums, "true or false")
         object.__setattr__(self, "accumulate_sums", bool(self.accumulate_sums))
+        if not isinstance(self.update_traffic, (bool, np.bool_)):
+            raise bad("update_traffic", self.update_traffic, "true or false")
+        object.__setattr__(self, "update_traffic", bool(self.update_traffic))
         check_host_transfer(self.host_transfer, [d.kind for d in devices], [d.name for d in devices])
         if self.topology is not None:
             self._check_topology()
@@ -131,19 +139,20 @@ class Cluster:
                 and self.transfer_overhead_s == other.transfer_overhead_s
                 and self.buffer_forwarding == other.buffer_forwarding
                 and self.accumulate_sums == other.accumulate_sums
+                and self.update_traffic == other.update_traffic
                 and self.host_transfer == other.host_transfer)
 
     def __hash__(self) -> int:
         return hash((self.name, self.devices, self.local_workers, self.remote_target,
                      tuple(sorted(self.remote_jobs.items())), self.bandwidth.tobytes(), self.latency.tobytes(),
                      self.topology, self.transfer_overhead_s, self.buffer_forwarding, self.accumulate_sums,
-                     self.host_transfer))
+                     self.update_traffic, self.host_transfer))
 
     def __reduce__(self) -> tuple:
         # Rebuild through __init__ so an unpickled cluster is validated and its arrays read-only.
         return (Cluster, (self.name, self.devices, self.bandwidth, self.latency, self.local_workers,
                           self.remote_target, dict(self.remote_jobs), self.topology, self.transfer_overhead_s,
-                          self.buffer_forwarding, self.accumulate_sums, self.host_transfer))
+                          self.buffer_forwarding, self.accumulate_sums, self.update_traffic, self.host_transfer))
 
     # -- array views for simulators ---------------------------------------------------------
 
@@ -276,6 +285,8 @@ class Cluster:
             lines.append("  views and variable reads share their input's buffer (TF's buffer forwarding)")
         if self.accumulate_sums:
             lines.append("  a device past 80% of its memory adds large sums' inputs as they arrive (grappler)")
+        if self.update_traffic:
+            lines.append("  variable updates take at least their memory traffic at the device's achieved bandwidth")
         if self.topology is not None:
             return "\n".join(lines + self.topology.describe([d.name for d in self.devices]))
         if groups:

@@ -36,8 +36,8 @@ C = TypeVar("C", bound="Cluster")
 DEVICE_REQUIRED = ("name", "kind", "peak_flops", "memory_bandwidth", "memory_bytes", "concurrency")
 DEVICE_OPTIONAL = ("tf_device", "op_overhead_s", *FRACTIONS)
 CLUSTER_REQUIRED = ("name", "devices")
-CLUSTER_OPTIONAL = ("default_link", "links", "topology", "transfer_overhead_s", "buffer_forwarding", "accumulate_sums", "host_transfer", "local_workers",
-                    "remote_target", "remote_jobs")
+CLUSTER_OPTIONAL = ("default_link", "links", "topology", "transfer_overhead_s", "buffer_forwarding", "accumulate_sums",
+                    "update_traffic", "host_transfer", "local_workers", "remote_target", "remote_jobs")
 TOPOLOGY_REQUIRED = ("links",)
 TOPOLOGY_OPTIONAL = ("switches",)
 TOPOLOGY_LINK_REQUIRED = ("a", "b", "bandwidth")
@@ -95,6 +95,8 @@ def to_dict(cluster: Cluster) -> dict[str, Any]:
         out["buffer_forwarding"] = True
     if cluster.accumulate_sums:
         out["accumulate_sums"] = True
+    if cluster.update_traffic:
+        out["update_traffic"] = True
     if cluster.host_transfer is not None:
         out["host_transfer"] = cluster.host_transfer.to_dict()
     if cluster.topology is not None:
@@ -166,6 +168,7 @@ def from_dict(cls: type[C], data: Mapping[str, Any]) -> C:
                transfer_overhead_s=data.get("transfer_overhead_s", 0.0),
                buffer_forwarding=data.get("buffer_forwarding", False),
                accumulate_sums=data.get("accumulate_sums", False),
+               update_traffic=data.get("update_traffic", False),
                host_transfer=HostTransfer.from_dict(data["host_transfer"]) if "host_transfer" in data else None)
 
 
