@@ -1,5 +1,6 @@
 """What the analytical costs leave out of variable updates, and what a floor on their traffic gives:
-``python -m experiments.update_traffic`` (``--measure``: against real TF kernels on this CPU; run it alone).
+``python -m experiments.update_traffic`` (``--measure``: against real TF kernels on this CPU, run it alone;
+``--replay FILE ...``: stored results under the floor).
 
 grappler's analytical estimate of a ``ResourceApply*`` op sees the variables it updates as resource handles (no
 bytes) and costs only the update's arithmetic; a dense embedding gradient (``UnsortedSegmentSum``) and a sparse
@@ -16,11 +17,18 @@ variable of 64 and 256 MiB, a training step whose gradient is the sum of two fil
 ``local:1`` worker (one TF thread; ``pe.measured_costs``, the kernels' times from a trace), and each update's
 measured time is printed against grappler's cost and the floor's, both at the bandwidth the step's own ``AddV2``
 reached (two tensors read, one written, in its measured time), so no constant is fitted to the updates.
+
+With ``--replay``, every simulated row of the results files is evaluated again on its cluster with and without
+``update_traffic`` (a row that does not reproduce without it is an error), and per task this prints how much
+slower the placements get, the rank correlation of their runtimes (Kendall's tau) and whether the fastest row
+changes (and by how much the old fastest then trails). It replays the placements found without the floor; a
+search run with it may find others.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 
 import numpy as np
@@ -121,18 +129,59 @@ def _measure() -> None:
                    f"{floored[update] * 1e3:.2f} ({floored[update] / measured[update]:.2f}x) |")
 
 
+def _replay(paths: list[str]) -> None:
+    from scipy.stats import kendalltau
+
+    import placement_env as pe
+    from placement_env.harness.results import read_rows
+
+    evaluators: dict[str, tuple] = {}
+    print("| results | task | rows | runtime with / without the floor | Kendall's tau | fastest row |")
+    print("|---|---|---|---|---|---|")
+    for path in paths:
+        runs: dict[str, list[tuple]] = {}
+        for row in read_rows(path, must_exist=True):
+            if row["runtime"] != "sim" or not row["ok"]:
+                continue
+            key = json.dumps([row["benchmark"], row["cluster"]])
+            if key not in evaluators:
+                graph, cluster = pe.load_benchmark(row["benchmark"]), pe.load_cluster(row["cluster"])
+                evaluators[key] = (pe.Evaluator(graph, cluster),
+                                   pe.Evaluator(graph, dataclasses.replace(cluster, update_traffic=True)))
+            without, floored = (evaluator.batch([row["placement"]])[0] for evaluator in evaluators[key])
+            if not np.isclose(without.runtime_s, row["runtime_s"], rtol=1e-9, atol=0.0):
+                raise SystemExit(f"{path}: a {row['method']} row of {row['task']} gives {without.runtime_s} s here, "
+                                 f"not its {row['runtime_s']} s: validate the file first")
+            runs.setdefault(row["task"], []).append(
+                (row["method"], row["seed"], without.runtime_s, floored.runtime_s if floored.ok else np.inf))
+        for task, rows in runs.items():
+            before = np.array([r[2] for r in rows])
+            after = np.array([r[3] for r in rows])
+            ratio = after / before
+            old, new = int(np.argmin(before)), int(np.argmin(after))
+            fastest = ("the same" if old == new else f"{rows[old][0]} (seed {rows[old][1]}) -> {rows[new][0]} (seed "
+                       f"{rows[new][1]}); the old one {after[old] / after[new] - 1:.2%} behind")
+            print(f"| {path} | {task} | {len(rows)} | {ratio.min():.4f}-{ratio.max():.4f}x (median "
+                  f"{np.median(ratio):.4f}) | {kendalltau(before, after).statistic:.3f} | {fastest} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cluster", default="k80-2gpu", help="a cluster preset with a GPU (default: %(default)s)")
     parser.add_argument("--benchmarks", nargs="+", default=list(BENCHMARKS))
-    parser.add_argument("--measure", action="store_true",
-                        help="time real updates on a local:1 worker instead (about a minute; run it alone)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--measure", action="store_true",
+                      help="time real updates on a local:1 worker instead (about a minute; run it alone)")
+    mode.add_argument("--replay", nargs="+", metavar="FILE", help="replay these results files' simulated rows "
+                      "with and without the floor instead")
     args = parser.parse_args(argv)
     from placement_env.quiet_tf import import_tensorflow_quietly
 
     import_tensorflow_quietly()
     if args.measure:
         _measure()
+    elif args.replay:
+        _replay(args.replay)
     else:
         _gap_table(args.cluster, args.benchmarks)
     return 0

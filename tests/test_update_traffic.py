@@ -1,6 +1,7 @@
 """The memory-traffic floor of variable updates (``costs.update_traffic_bytes``, ``Cluster.update_traffic``) on
 real TF optimizer steps, and the experiment that measures the gap it closes."""
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -49,3 +50,18 @@ def test_the_gap_table_prints_a_row_per_op_class(capsys):
     out = capsys.readouterr().out
     assert "k80-2gpu, gpu:0: achieved memory bandwidth 120 GB/s" in out
     assert "| rnnlm-tiny | updates |" in out
+
+
+def test_replay_reports_each_task_of_a_results_file(tmp_path, capsys):
+    from placement_env.harness import run_suite
+
+    path = tmp_path / "rows.jsonl"
+    run_suite("tiny", ["single_cpu", "single_gpu", "random_search"], path, budget=5, seeds=[0], progress=False)
+    assert experiment.main(["--replay", str(path)]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith(f"| {path} |")]
+    assert lines and all("| 3 |" in line and "x (median" in line for line in lines)
+    row = json.loads(path.read_text().splitlines()[0])
+    row["runtime_s"] *= 1.01  # a row that does not reproduce is not replayed
+    path.write_text(json.dumps(row) + "\n")
+    with pytest.raises(SystemExit, match="validate the file first"):
+        experiment.main(["--replay", str(path)])
