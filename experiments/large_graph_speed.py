@@ -13,7 +13,9 @@ placement's tensor transfers (the first of 16 random ones), what a placement's t
 Last, the
 GNN placer's network (the committed checkpoint, and a network of its shape with the sequential decoder; one
 torch thread) on the same graph and each cluster: best of 5 of its forward pass, and of forward, 16 samples and
-backward (an update's work without the simulator).
+backward (an update's work without the simulator). With ``--save-batches FOLDER`` it also writes each cluster's
+batches and the compiled loop's arrays there, which ``python -m experiments.batch_timing FOLDER`` times on a machine
+without TensorFlow.
 """
 from __future__ import annotations
 
@@ -21,8 +23,11 @@ import argparse
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
+
+from experiments.batch_timing import save as save_batches
 
 
 def _per_placement(plan, placements: np.ndarray, threads: int, repeats: int = 5) -> list[float]:
@@ -85,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clusters", nargs="+", default=["paper-4gpu", "k80-4gpu"])
     parser.add_argument("--threads", type=int, default=2, help="threads of the parallel batch (default: %(default)s)")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--save-batches", metavar="FOLDER", help="also write each cluster's batches and the compiled "
+                        "loop's arrays there, for experiments.batch_timing on a machine without TF")
     args = parser.parse_args(argv)
     from placement_env.quiet_tf import import_tensorflow_quietly
 
@@ -98,6 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     from baselines.search import Moves
 
     check_threads(args.threads)
+    if args.save_batches:
+        Path(args.save_batches).mkdir(parents=True, exist_ok=True)
     graph = pe.load_benchmark(args.benchmark, max_groups=4000)
     print(f"{args.benchmark}: {graph.n_ops:,} ops, {graph.n_groups:,} groups, {graph.n_edges:,} edges")
     for name in args.clusters:
@@ -121,20 +130,26 @@ def main(argv: list[str] | None = None) -> int:
         shapes = {split: np.repeat(placement[None], 16, axis=0)
                   for split, placement in in_order_splits(allowed, gpus).items()}
         shapes["each group on a random GPU"] = on_random_gpus(allowed, gpus, 16, rng)
+        batches = {"random placements": random, **shapes}
         for split, placements in shapes.items():
             times = _per_placement(plan, placements, 1)
             print(f"{name}, {split}: best {min(times) * 1e3:.2f} ms per placement (one thread), "
                   f"{_transfers(plan, placements[0]):,} transfers")
         problem = pe.Problem.make(graph, cluster)
         for label, placement in (("expert", expert(problem)), ("MinCut", mincut(problem))):
-            times = _per_placement(plan, np.repeat(placement[None], 16, axis=0), 1)
+            batches[label] = np.repeat(placement[None], 16, axis=0)
+            times = _per_placement(plan, batches[label], 1)
             move = Moves(allowed, rng)  # local search's and annealing's moves, one group each here
             moves = np.array([move(placement, 1) for _ in range(64 if move.possible else 0)])
+            if len(moves):
+                batches[f"one-group moves from {label}"] = moves
             cells = [f"{threads} thread(s) best {min(t) * 1e3:.2f} ms" for threads in (1, args.threads)
                      for t in [_per_placement(plan, moves, threads)]] if len(moves) else ["no group can move"]
             print(f"{name}, {label}: best {min(times) * 1e3:.2f} ms per placement (one thread), "
                   f"{_transfers(plan, placement):,} transfers; {len(moves)} one-group moves from it: "
                   + ", ".join(cells))
+        if args.save_batches:
+            save_batches(Path(args.save_batches) / f"{name}.npz", plan, batches)
     import dataclasses
 
     import torch

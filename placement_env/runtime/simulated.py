@@ -184,7 +184,9 @@ class SimulationPlan:
             out_forward_slot[self.output_ptr[i]] = forward_slot[i]
         return forward_slot, out_forward_slot
 
-    def _args(self) -> tuple:
+    def core_arguments(self) -> tuple:
+        """The compiled loop's placement-independent arguments, in its order after the device and capacity:
+        ``simulate_step(dev, capacity, *these)``, ``simulate_many(placements, group, capacity, *these)``."""
         return (self.op_seconds, self.out_ptr, self.edge_dst, self.edge_gout, self.edge_bytes, self.in_ptr,
                 self.edge_slot, self.slot_gout, self.slot_dst, self.output_ptr, self.output_bytes, self.op_output_bytes,
                 self.forward_slot, self.out_forward_slot, self.persistent, self.concurrency, self.op_share,
@@ -231,7 +233,7 @@ class SimulationPlan:
         dev = np.ascontiguousarray(placement[self.group], dtype=np.int64)
         (makespan, peak, busy, moved, started, op_start, op_end, t_src, t_out, t_sdev, t_ddev, t_start, t_end,
          t_bytes, mem_time, mem_trace) = (simulate_step_recorded if schedule else simulate_step)(
-            dev.astype(DEVICE_INDEX), self.capacity, *self._args())
+            dev.astype(DEVICE_INDEX), self.capacity, *self.core_arguments())
         if started != self.graph.n_ops:  # cannot happen for a DAG; guard against corrupt graphs
             raise RuntimeError(f"simulation started {started} of {self.graph.n_ops} ops")
         timeline = None
@@ -261,14 +263,14 @@ class SimulationPlan:
                 todo.append(r)
         if todo:
             batch = np.ascontiguousarray(np.stack([checked[r] for r in todo]), dtype=np.int64)
+            arguments = (batch, self.group, self.capacity, *self.core_arguments())
             if threads == 1:
-                runtimes, peaks, busys, moved = simulate_many(batch, self.group, self.capacity, *self._args())
+                runtimes, peaks, busys, moved = simulate_many(*arguments)
             else:
                 previous = numba.get_num_threads()
                 numba.set_num_threads(threads)
                 try:
-                    runtimes, peaks, busys, moved = simulate_many_parallel(batch, self.group, self.capacity,
-                                                                           *self._args())
+                    runtimes, peaks, busys, moved = simulate_many_parallel(*arguments)
                 finally:
                     numba.set_num_threads(previous)
             for k, r in enumerate(todo):
