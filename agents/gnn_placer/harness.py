@@ -4,8 +4,10 @@
 ``place_zero_shot`` answers without evaluating anything on the graph (any budget, 0 included): the greedy
 placement of the checkpoint's network, with groups moved off any device whose estimated peak memory is over
 its capacity divided by the checkpoint's memory margin, then groups on the CPU moved to GPUs with room
-(:mod:`.memory_fit`). ``place_zero_shot_refined`` answers without evaluating anything either: that placement,
-improved by local search on the learned cost model (``cost_model.pt`` beside this file or
+(:mod:`.memory_fit`). ``place_zero_shot_smoothed`` is the same with the greedy placement decoded again with a
+cost for the tensors that cross devices (:mod:`.transfer_prior`) before the memory fit.
+``place_zero_shot_refined`` answers without evaluating anything either: the zero-shot placement, improved by local
+search on the learned cost model (``cost_model.pt`` beside this file or
 ``$GNN_PLACER_COST_MODEL``; :mod:`.refine`). ``place_refined_best_start`` refines two starts that need no
 evaluation, that placement and MinCut's (fitted into memory the same way, every allowed device equally likely), and
 answers the refined one the cost model predicts faster (chosen on the validation split, where it beat the one
@@ -32,6 +34,7 @@ from .checkpoint import HOW_TO_TRAIN, checkpoint_path, load_cost_model, load_net
 from .cost_model import CostNet, cost_input
 from .memory_fit import ESTIMATE, fit_in_memory, return_to_gpus
 from .refine import refine
+from .transfer_prior import TRANSFER_PRIOR_WEIGHT, smooth
 from .task import PlacementTask, make_task
 from .trainer import Trainer
 
@@ -41,10 +44,12 @@ FINE_TUNING = {"lr": 3e-4, "explore": 2.0, "local_moves": 2}
 DEFAULT_FINE_TUNE_BUDGET = 1000  # when the problem's budget is unlimited
 
 
-def zero_shot(trainer: Trainer, task: PlacementTask, margin: float) -> np.ndarray:
-    """The network's greedy placement of ``task``, fitted into memory with ``margin``, groups on the CPU back on
-    GPUs with room (no evaluation)."""
+def zero_shot(trainer: Trainer, task: PlacementTask, margin: float, transfer_prior: float = 0.0) -> np.ndarray:
+    """The network's greedy placement of ``task`` (decoded with ``transfer_prior`` as the weight of the tensors that
+    cross devices, when it is above 0: :func:`.transfer_prior.smooth`), fitted into memory with ``margin``, groups
+    on the CPU back on GPUs with room (no evaluation)."""
     placement, log_probs = trainer.greedy_with_log_probs(task)
+    placement = smooth(task.problem, placement, log_probs, transfer_prior)
     fitted = fit_in_memory(task.problem, placement, log_probs, margin=margin)
     return return_to_gpus(task.problem, fitted, log_probs, margin=margin)
 
@@ -101,6 +106,14 @@ def place_zero_shot(problem: Problem, *, checkpoint: Path | None = None) -> np.n
     """Harness method: the checkpoint's greedy placement, fitted into memory (no evaluation)."""
     net, config, meta = load_network(checkpoint)
     return zero_shot(Trainer(net, config), make_task(problem), memory_margin(meta, checkpoint))
+
+
+@on_harness_threads
+def place_zero_shot_smoothed(problem: Problem, *, checkpoint: Path | None = None) -> np.ndarray:
+    """Harness method: :func:`place_zero_shot` with the greedy placement decoded again with the transfer prior
+    (``TRANSFER_PRIOR_WEIGHT``, chosen on the validation split) before the memory fit (no evaluation)."""
+    net, config, meta = load_network(checkpoint)
+    return zero_shot(Trainer(net, config), make_task(problem), memory_margin(meta, checkpoint), TRANSFER_PRIOR_WEIGHT)
 
 
 @on_harness_threads
