@@ -17,7 +17,7 @@ import sys
 import numpy as np
 
 from agents.arguments import add_threads_argument
-from experiments.zero_shot_validation import DEFAULT_PAIRS, TARGET
+from experiments.zero_shot_validation import DEFAULT_PAIRS, TARGET, suite_tasks
 
 WEIGHTS = (0.0, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7)
 
@@ -38,22 +38,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if any(not w >= 0 for w in args.weights):
         parser.error(f"--weights {args.weights}: every weight must be >= 0")
-    from placement_env.errors import UnknownSuiteError
-    from placement_env.harness.suites import load_suite
-
-    try:
-        load_suite(args.suite)
-    except UnknownSuiteError as error:
-        parser.error(f"--suite: {error}")
-    import torch
+    tasks, heuristics = suite_tasks(parser, args)
     from tqdm import tqdm
 
     from agents.gnn_placer import Trainer, load_network
     from agents.gnn_placer.harness import memory_margin, zero_shot
-    from agents.gnn_placer.training import load_tasks
 
-    torch.set_num_threads(args.threads)
-    tasks, heuristics = load_tasks(args.suite, progress=not args.no_progress)
     print("| network | task | best heuristic (s) | " + " | ".join(f"weight {w:g}" for w in args.weights) + " |\n"
           + "|---" * (3 + len(args.weights)) + "|")
     ratios: dict[float, list[float]] = {w: [] for w in args.weights}

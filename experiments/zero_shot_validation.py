@@ -55,6 +55,24 @@ def _summary(label: str, rows: list[dict]) -> str:
     return f"{label}: " + "; ".join(parts)
 
 
+def suite_tasks(parser: argparse.ArgumentParser, args: argparse.Namespace) -> tuple[list, dict]:
+    """The tasks of ``args.suite`` and each one's best zero-budget heuristic (``load_tasks``; a parser error for an
+    unknown suite), with torch on ``args.threads`` threads."""
+    from placement_env.errors import UnknownSuiteError
+    from placement_env.harness.suites import load_suite
+
+    try:
+        load_suite(args.suite)
+    except UnknownSuiteError as error:
+        parser.error(f"--suite: {error}")
+    import torch
+
+    from agents.gnn_placer.training import load_tasks
+
+    torch.set_num_threads(args.threads)
+    return load_tasks(args.suite, progress=not args.no_progress)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", default="generalisation-validation", help="tasks to place (default: %(default)s)")
@@ -66,22 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     pairs = _pairs(args, parser)
-    from placement_env.errors import UnknownSuiteError
-    from placement_env.harness.suites import load_suite
-
-    try:
-        load_suite(args.suite)
-    except UnknownSuiteError as error:
-        parser.error(f"--suite: {error}")
-    import torch
+    tasks, heuristics = suite_tasks(parser, args)
     from tqdm import tqdm
 
     from agents.gnn_placer import Trainer, load_cost_model, load_network
     from agents.gnn_placer.harness import best_start, memory_margin, refined_starts
-    from agents.gnn_placer.training import load_tasks
 
-    torch.set_num_threads(args.threads)
-    tasks, heuristics = load_tasks(args.suite, progress=not args.no_progress)
     print("| network | task | best heuristic (s) | zero-shot (s) | refined (s) | MinCut refined (s) | best start (s) | "
           "start | zero-shot / best | refined / best | best start / best |\n" + "|---" * 11 + "|")
     rows = []

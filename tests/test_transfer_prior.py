@@ -62,3 +62,16 @@ def test_the_rule_takes_most_within_target_then_the_lowest_mean_then_the_smalles
     ratios = {0.0: np.array([1.0, 1.2]), 10.0: np.array([1.1, 1.1]), 100.0: np.array([1.05, 1.1]),
               1000.0: np.array([1.05, 1.1])}
     assert choose(ratios) == 100.0
+
+
+def test_the_weight_experiment_prints_each_weight_and_the_rules_pick(capsys):
+    from experiments.transfer_prior import main
+    from placement_env.harness.suites import load_suite
+
+    assert main(["--suite", "tiny", "--networks", "committed", "--weights", "0", "1e7", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    n = len(load_suite("tiny"))
+    assert sum(line.startswith("| committed |") for line in out.splitlines()) == n
+    assert "weight 0: " in out and f" of {n} within 15%" in out and "the rule's pick on tiny: weight" in out
+    with pytest.raises(SystemExit):
+        main(["--suite", "tiny", "--weights", "-1"])
