@@ -34,9 +34,9 @@ from .checkpoint import HOW_TO_TRAIN, checkpoint_path, load_cost_model, load_net
 from .cost_model import CostNet, cost_input
 from .memory_fit import ESTIMATE, fit_in_memory, return_to_gpus
 from .refine import refine
-from .transfer_prior import TRANSFER_PRIOR_WEIGHT, smooth
 from .task import PlacementTask, make_task
 from .trainer import Trainer
+from .transfer_prior import TRANSFER_PRIOR_WEIGHT, smooth
 
 # Fine-tuning on one graph: a lower learning rate, and a search around the zero-shot placement (2 groups per
 # sample drawn uniformly, 2 local moves per update; chosen on the validation split, docs/findings.md).
