@@ -8,7 +8,9 @@ neither split nor among the cost model's train graphs): the zero-shot placement
 predicted faster (``place_refined_best_start``), simulated and set against the task's best zero-budget heuristic.
 It prints a row per (network, task), then per network and in all how many placements of each method come within
 15% of the best heuristic (the issue's zero-shot target) and the geometric mean of their ratios to it, and writes
-the rows (placements included) as JSON lines to ``--out`` when given. Choices about the zero-shot method (its memory
+the rows (placements included) as JSON lines to ``--out`` when given. With ``--transfer-prior WEIGHT`` the zero-shot
+start is ``place_zero_shot_smoothed``'s decoding at that weight (``agents.gnn_placer.transfer_prior``) instead.
+Choices about the zero-shot method (its memory
 repairs, its refinement) are judged on this split: the train tasks are a biased judge (the placer learned their
 placements, and the refinement makes them slower: ``experiments.refinement_gain``), and the test tasks must not be
 one.
@@ -80,10 +82,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="a network and its cost model (repeatable; default: the committed pair and "
                              "docs/generalisation_seeds/*)")
     parser.add_argument("--out", type=Path, default=None, help="JSON lines file for the rows")
+    parser.add_argument("--transfer-prior", type=float, default=0.0, metavar="WEIGHT",
+                        help="decode the zero-shot start with this transfer prior (agents.gnn_placer.transfer_prior; "
+                             "default: %(default)s, the start of place_zero_shot)")
     add_threads_argument(parser, default=1)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     pairs = _pairs(args, parser)
+    if not args.transfer_prior >= 0:
+        parser.error(f"--transfer-prior {args.transfer_prior}: must be >= 0")
     tasks, heuristics = suite_tasks(parser, args)
     from tqdm import tqdm
 
@@ -102,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
             trainer = Trainer(net, config)
             for task in tasks:
                 best = heuristics[task.name]
-                refined = refined_starts(trainer, task, cost, margin)
+                refined = refined_starts(trainer, task, cost, margin, args.transfer_prior)
                 start = best_start(refined)
                 placements = {"zero_shot": refined["zero-shot"].start, "refined": refined["zero-shot"].placement,
                               "mincut_refined": refined["mincut"].placement}

@@ -71,11 +71,13 @@ class Refined(NamedTuple):
     predicted: float
 
 
-def refined_starts(trainer: Trainer, task: PlacementTask, cost: CostNet, margin: float) -> dict[str, Refined]:
-    """The zero-shot placement of ``task`` ("zero-shot") and MinCut's ("mincut"), each refined on ``cost`` (no
-    evaluation)."""
+def refined_starts(trainer: Trainer, task: PlacementTask, cost: CostNet, margin: float,
+                   transfer_prior: float = 0.0) -> dict[str, Refined]:
+    """The zero-shot placement of ``task`` ("zero-shot", decoded with ``transfer_prior``: :func:`zero_shot`) and
+    MinCut's ("mincut"), each refined on ``cost`` (no evaluation)."""
     inputs = cost_input(task.problem)
-    starts = {"zero-shot": zero_shot(trainer, task, margin), "mincut": mincut_start(task.problem, margin)}
+    starts = {"zero-shot": zero_shot(trainer, task, margin, transfer_prior),
+              "mincut": mincut_start(task.problem, margin)}
     refined = {name: refine(task.problem, start, cost, inputs, margin=margin) for name, start in starts.items()}
     predicted = cost.predict(inputs, np.stack([placement for placement, _ in refined.values()]))
     return {name: Refined(starts[name], placement, moves, float(p))
