@@ -53,18 +53,9 @@ def load(path: str | Path) -> tuple[tuple, dict[str, tuple[np.ndarray, np.ndarra
 
 def run(arguments: tuple, placements: np.ndarray, threads: int) -> np.ndarray:
     """The simulated runtimes of ``placements``, from the compiled batch on ``threads`` of numba's threads."""
-    import numba
+    from placement_env.runtime.simulated import simulate_compiled
 
-    from placement_env.runtime.simulator_batch import simulate_many, simulate_many_parallel
-
-    if threads == 1:
-        return simulate_many(placements, *arguments)[0]
-    previous = numba.get_num_threads()
-    numba.set_num_threads(threads)
-    try:
-        return simulate_many_parallel(placements, *arguments)[0]
-    finally:
-        numba.set_num_threads(previous)
+    return simulate_compiled(placements, arguments, threads)[0]
 
 
 def per_placement(arguments: tuple, placements: np.ndarray, threads: int, repeats: int) -> list[float]:
@@ -93,7 +84,7 @@ def keep_freed_memory() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import numba
+    from placement_env.runtime.simulated import check_threads
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", help="what large_graph_speed --save-batches wrote")
@@ -104,10 +95,13 @@ def main(argv: list[str] | None = None) -> int:
     if not files:
         raise SystemExit(f"{args.folder}: no .npz files; write them with python -m experiments.large_graph_speed "
                          "--save-batches FOLDER")
-    bad = [t for t in args.threads if not 1 <= t <= numba.config.NUMBA_NUM_THREADS]
-    if bad or args.repeats < 1:
-        raise SystemExit(f"--threads {bad} / --repeats {args.repeats}: threads from 1 to numba's "
-                         f"{numba.config.NUMBA_NUM_THREADS}, at least one repeat")
+    try:
+        for threads in args.threads:
+            check_threads(threads)
+    except ValueError as error:
+        parser.error(f"--threads: {error}")
+    if args.repeats < 1:
+        parser.error(f"--repeats {args.repeats}: at least one")
     keep_freed_memory()
     for path in files:
         arguments, batches = load(path)

@@ -37,11 +37,9 @@ def smooth(problem: Problem, placement: np.ndarray, log_probs: np.ndarray,
         return placement
     cluster = problem.cluster
     scale = weight / problem.lower_bound()
-    with np.errstate(divide="ignore"):
-        per_byte = np.where(np.isfinite(cluster.bandwidth), 1.0 / cluster.bandwidth, 0.0) * scale
+    per_byte = scale / cluster.bandwidth  # 0 on the diagonal, whose bandwidth is infinite
     fixed = (cluster.latency + cluster.transfer_overhead_s) * scale
-    np.fill_diagonal(per_byte, 0.0)  # no cost between a device and itself
-    np.fill_diagonal(fixed, 0.0)
+    np.fill_diagonal(fixed, 0.0)  # no cost between a device and itself
     src, dst, volume = group_edges(problem.graph)
     n = problem.graph.n_groups
     # each group's edges both ways: out-edges (the group sends) and in-edges (it receives), by group

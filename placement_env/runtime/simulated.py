@@ -67,7 +67,8 @@ from ..placement import Measurement, check_placement, kernel_violations
 from ..schedule import Schedule
 from .simulator_batch import DEVICE_INDEX, simulate_many, simulate_many_parallel, simulate_step, simulate_step_recorded
 
-__all__ = ["SIMULATOR_VERSION", "VERSION_CHANGES", "SimulationPlan", "check_threads", "model_changed_since", "simulate", "simulate_batch", "plan_for"]
+__all__ = ["SIMULATOR_VERSION", "VERSION_CHANGES", "SimulationPlan", "check_threads", "model_changed_since", "simulate", "simulate_batch",
+           "simulate_compiled", "plan_for"]
 
 # The simulated runtime's model version, recorded in every results row. Bump it whenever a
 # change can alter a simulated runtime, peak or failure, so ``validate`` can tell a row made by
@@ -263,19 +264,25 @@ class SimulationPlan:
                 todo.append(r)
         if todo:
             batch = np.ascontiguousarray(np.stack([checked[r] for r in todo]), dtype=np.int64)
-            arguments = (batch, self.group, self.capacity, *self.core_arguments())
-            if threads == 1:
-                runtimes, peaks, busys, moved = simulate_many(*arguments)
-            else:
-                previous = numba.get_num_threads()
-                numba.set_num_threads(threads)
-                try:
-                    runtimes, peaks, busys, moved = simulate_many_parallel(*arguments)
-                finally:
-                    numba.set_num_threads(previous)
+            runtimes, peaks, busys, moved = simulate_compiled(
+                batch, (self.group, self.capacity, *self.core_arguments()), threads)
             for k, r in enumerate(todo):
                 results[r] = self._measurement(checked[r], runtimes[k], peaks[k], busys[k], moved[k])
         return results  # type: ignore[return-value]
+
+
+def simulate_compiled(placements: np.ndarray, arguments: tuple, threads: int = 1) -> tuple:
+    """The compiled batch of ``placements`` (int64 [k, n_groups], every kernel available) on ``threads`` of numba's
+    threads; ``arguments``: the group per op, the capacities, then :meth:`SimulationPlan.core_arguments`. Returns
+    (runtimes, peaks [k, device], busy seconds [k, device], bytes moved)."""
+    if threads == 1:
+        return simulate_many(placements, *arguments)
+    previous = numba.get_num_threads()
+    numba.set_num_threads(threads)
+    try:
+        return simulate_many_parallel(placements, *arguments)
+    finally:
+        numba.set_num_threads(previous)
 
 
 def check_threads(threads: Any) -> int:
