@@ -11,6 +11,7 @@ __all__ = [
     "GraphFormatError",
     "InvalidPlacementError",
     "InvalidActionError",
+    "ArgumentError",
     "GraphMismatchError",
     "ClusterUnreachableError",
     "IsolationError",
@@ -77,6 +78,11 @@ class InvalidPlacementError(PlacementEnvError, ValueError):
 
 class InvalidActionError(PlacementEnvError, ValueError):
     """An env action of the wrong shape, type or range for the env's action space."""
+
+
+class ArgumentError(PlacementEnvError, ValueError):
+    """A keyword or argument of a public function (an env keyword, a budget, a seed, a runtime name) of
+    the wrong type or outside its accepted range."""
 
 
 class GraphMismatchError(PlacementEnvError, ValueError):
