@@ -29,6 +29,7 @@ __all__ = [
     "MapperError",
     "NoExpertPlacementError",
     "CheckpointMismatchError",
+    "CheckpointFieldError",
     "OutputPathError",
     "LinkRunsError",
 ]
@@ -184,3 +185,12 @@ class NoExpertPlacementError(PlacementEnvError, ValueError):
 class CheckpointMismatchError(PlacementEnvError, ValueError):
     """``--resume`` with a checkpoint that cannot be used: unreadable, or of another version, benchmark,
     cluster, runtime or graph shape."""
+
+
+class CheckpointFieldError(CheckpointMismatchError):
+    """``--resume`` with a checkpoint whose field ``field`` holds a value of the wrong type or range for
+    this run, or whose stored best placement does not re-evaluate to its recorded runtime."""
+
+    def __init__(self, message: str, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
