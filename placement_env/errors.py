@@ -22,6 +22,8 @@ __all__ = [
     "WorkerStartError",
     "BudgetExhausted",
     "UnknownMethodError",
+    "MethodConfigError",
+    "MethodFileNotFoundError",
     "ResultsFormatError",
     "ResultsBusyError",
     "UnknownSuiteError",
@@ -142,6 +144,16 @@ class UnknownMethodError(PlacementEnvError, KeyError):
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
+
+
+class MethodConfigError(PlacementEnvError, ValueError):
+    """A method cannot run as it is configured (e.g. the checkpoint named by an environment variable is
+    unreadable): no result of the method on the task. The harness records the row apart, as not finished
+    work, so a rerun after the configuration is fixed does it again."""
+
+
+class MethodFileNotFoundError(MethodConfigError, FileNotFoundError):
+    """A file a method is configured to read (e.g. its checkpoint) does not exist."""
 
 
 class OutputPathError(PlacementEnvError, ValueError):
