@@ -22,14 +22,14 @@ from agents.arguments import (add_threads_argument, add_timeout_argument, check_
 from agents.report import baseline_table, curve_references, plot_curve
 from agents.run_files import BEST_JSON, BEST_PB, CURVE, export_best
 from agents.torch_threads import HARNESS_THREADS
-from placement_env import (METHODS, CheckpointMismatchError, ParallelEvaluator, PlacementEnvError, load_benchmark,
+from placement_env import (CheckpointMismatchError, ParallelEvaluator, PlacementEnvError, load_benchmark,
                            load_cluster)
 from placement_env.evaluation import RUNTIMES
 from placement_env.parallel import BACKENDS, DEFAULT_TIMEOUT_S
 from placement_env.runtime.measured import MeasuredRuntime
 from placement_env.quiet_tf import import_tensorflow_quietly
 
-from .config import FINE_TUNING, Config
+from .config import FINE_TUNING, Config, warm_start_choices
 from .training import DEFAULT_MINUTES, TrainResult, default_out_dir, train
 from .warm_start import WARM_START_CANDIDATES
 
@@ -95,9 +95,9 @@ def _check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
     if args.hidden % 2:
         parser.error(f"argument --hidden: expected an even number, got {args.hidden}")
     check_task_arguments(parser, args)
-    if args.warm_start is not None and args.warm_start != "best" and args.warm_start not in METHODS:
-        parser.error(f"argument --warm-start: unknown method {args.warm_start!r}; choose from best, "
-                     f"{', '.join(METHODS)}")
+    if args.warm_start is not None and args.warm_start not in warm_start_choices():
+        parser.error(f"argument --warm-start: unknown method {args.warm_start!r}; choose from "
+                     f"{', '.join(warm_start_choices())}")
     check_out_dir(parser, args)
     if args.paper and args.warm_start is not None:
         parser.error("argument --paper: the paper's setting starts from scratch; drop --warm-start")

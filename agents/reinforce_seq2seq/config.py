@@ -5,12 +5,14 @@ The defaults are the paper's setting plus advantage normalisation; docs/findings
 behind the presets."""
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
+from placement_env import METHODS
 from placement_env.env.rewards import DEFAULT_FAILING_SIGNAL_S
 
 
@@ -49,21 +51,37 @@ class Config:
 
     def __post_init__(self) -> None:
         """A clear ValueError for a value out of range (also for a checkpoint's or ``dataclasses.replace``'s)."""
-        checks = {  # name -> (accepted, test)
-            **{name: ("an integer >= 1", lambda v: is_integer(v) and v >= 1)
-               for name in ("samples", "hidden", "elites")},
-            **{name: ("an integer >= 0", lambda v: is_integer(v) and v >= 0)
-               for name in ("local_moves", "noise_updates")},
-            **{name: ("a finite number > 0", lambda v: is_finite_number(v) and v > 0)
-               for name in ("lr", "temperature", "grad_clip", "advantage_clip", "failing_signal")},
-            **{name: ("a finite number >= 0", lambda v: is_finite_number(v) and v >= 0)
-               for name in ("entropy", "logits_noise", "explore", "self_imitation")},
-            **{name: ("a number in [0, 1]", lambda v: is_finite_number(v) and 0 <= v <= 1)
-               for name in ("baseline_decay", "warm_start_prob")},
-        }
-        for name, (accepted, test) in checks.items():
-            if not test(getattr(self, name)):
-                raise ValueError(f"Config.{name}={getattr(self, name)!r}; expected {accepted}")
+        for field in dataclasses.fields(self):
+            accepted = field_error(field.name, getattr(self, field.name))
+            if accepted:
+                raise ValueError(f"Config.{field.name}={getattr(self, field.name)!r}; expected {accepted}")
+
+
+def warm_start_choices() -> tuple[str, ...]:
+    """The names ``Config.warm_start`` (and ``--warm-start``) accept: "best" or a baseline method."""
+    return ("best", *METHODS)
+
+
+_FIELD_CHECKS: dict[str, tuple[str, Callable[[Any], bool]]] = {  # name -> (what is accepted, test)
+    **{name: ("an integer >= 1", lambda v: is_integer(v) and v >= 1) for name in ("samples", "elites")},
+    "hidden": ("an even integer >= 2", lambda v: is_integer(v) and v >= 2 and v % 2 == 0),
+    **{name: ("an integer >= 0", lambda v: is_integer(v) and v >= 0) for name in ("local_moves", "noise_updates")},
+    **{name: ("a finite number > 0", lambda v: is_finite_number(v) and v > 0)
+       for name in ("lr", "temperature", "grad_clip", "advantage_clip", "failing_signal")},
+    **{name: ("a finite number >= 0", lambda v: is_finite_number(v) and v >= 0)
+       for name in ("entropy", "logits_noise", "explore", "self_imitation")},
+    **{name: ("a number in [0, 1]", lambda v: is_finite_number(v) and 0 <= v <= 1)
+       for name in ("baseline_decay", "warm_start_prob")},
+    "normalize_advantages": ("True or False", lambda v: isinstance(v, (bool, np.bool_))),
+    "warm_start": ("None, 'best' or a method of placement_env.METHODS",
+                   lambda v: v is None or (isinstance(v, str) and v in warm_start_choices())),
+}
+
+
+def field_error(name: str, value: Any) -> str | None:
+    """What ``Config.<name>`` accepts if ``value`` is not accepted; None if it is."""
+    accepted, test = _FIELD_CHECKS[name]
+    return None if test(value) else accepted
 
 
 # From scratch (place_self_imitation): pull towards the best placement so far, and explore 2 groups per sample.

@@ -189,9 +189,11 @@ class Trainer:
         }
 
     def load(self, state: dict[str, Any]) -> None:
-        """Continue from a :meth:`state` (the config is the constructor's: a resumed run builds it from the state)."""
+        """Continue from a :meth:`state` (the config is the constructor's: a resumed run builds it from the state,
+        and so are the optimiser's hyper-parameters; of the optimiser only its state per parameter is read)."""
         self.policy.load_state_dict(state["policy"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        self.optimizer.load_state_dict({"state": state["optimizer"]["state"],
+                                        "param_groups": self.optimizer.state_dict()["param_groups"]})
         self.baseline, self.spread = state["baseline"], state["spread"]
         self.updates, self.evaluations, self.wall_s = state["updates"], state["evaluations"], state["wall_s"]
         self.history = list(state["history"])

@@ -23,7 +23,8 @@ from agents.report import plot_curve
 from agents.run_files import BEST_JSON, CURVE, LOG, TENSORBOARD, TensorBoardLog, atomic_write, run_dir, write_log
 from placement_env import Cluster, Evaluator, Problem, load_benchmark, load_cluster
 
-from .checkpoint import CHECKPOINT, CHECKPOINT_EVERY, check_shapes, load_for_resume, save_checkpoint
+from .checkpoint import (CHECKPOINT, CHECKPOINT_EVERY, check_best, check_state, checkpoint_config, load_for_resume,
+                         save_checkpoint)
 from .config import Config, is_integer
 from .policy import problem_features
 from .trainer import LOG_COLUMNS, EvaluateBatch, Trainer, batch_function
@@ -153,15 +154,16 @@ def _check_arguments(budget: Any, samples: Any, checkpoint_every: Any, seconds: 
         raise ValueError(f"seconds={seconds!r}; expected a positive number of seconds")
 
 
-def _trainer(problem: Problem, state: dict[str, Any] | None, checkpoint: Path, config: Config, seed: int) -> Trainer:
-    """A new trainer on ``problem``, or with ``state`` (a checkpoint of a run on the same task) loaded."""
+def _trainer(problem: Problem, state: dict[str, Any] | None, checkpoint: Path, config: Config, seed: int,
+             budget: int | None) -> Trainer:
+    """A new trainer on ``problem``, or one continuing from ``state`` (a checkpoint of a run on the same task,
+    whose config it keeps) once every field of it is checked (CheckpointFieldError)."""
     features, allowed = problem_features(problem), problem.allowed
-    if state is not None:
-        config = Config(**state["config"])
-    trainer = Trainer(features, allowed, config, seed=seed)
-    if state is not None:
-        check_shapes(state, checkpoint, feature_dim=features.shape[1], n_devices=allowed.shape[1])
-        trainer.load(state)
+    if state is None:
+        return Trainer(features, allowed, config, seed=seed)
+    trainer = Trainer(features, allowed, checkpoint_config(state, checkpoint), seed=seed)
+    check_state(state, checkpoint, trainer, problem, budget)
+    trainer.load(state)
     return trainer
 
 
@@ -177,7 +179,8 @@ def train(benchmark: str = "nmt", cluster: str | Cluster = "paper-2gpu", runtime
     ``runs/reinforce_seq2seq/<benchmark>-<cluster>-<runtime>``) gets the log, checkpoints (every
     ``checkpoint_every`` updates, at the end, and on KeyboardInterrupt), the best placement and the
     learning curve. ``resume``: continue from ``out_dir/checkpoint.pt`` (which must belong to the
-    same benchmark, cluster and runtime; its config is kept). ``evaluator``: anything with
+    same benchmark, cluster and runtime; its config is kept); every field of it is checked, and its best
+    placement re-evaluated, before anything in ``out_dir`` is written (a CheckpointMismatchError refuses it). ``evaluator``: anything with
     ``.batch(placements [K, n]) -> list[Measurement]`` or such a callable (e.g. a
     ``placement_env.ParallelEvaluator``); by default the problem's own evaluator, which gets
     ``measured_options`` (e.g. ``{"timeout_s": 60}``) with ``runtime="measured"``.
@@ -194,9 +197,11 @@ def train(benchmark: str = "nmt", cluster: str | Cluster = "paper-2gpu", runtime
                            evaluator=Evaluator(graph, cluster_spec, runtime, measured_options=measured_options))
     try:
         trainer = _trainer(problem, state, out / CHECKPOINT,
-                           dataclasses.replace(config or Config(), samples=int(samples)), seed)
+                           dataclasses.replace(config or Config(), samples=int(samples)), seed, budget)
         evaluate_batch = batch_function(evaluator) if evaluator is not None else problem.evaluator.batch
-        if state is None and trainer.config.warm_start:
+        if state is not None:
+            check_best(trainer, out / CHECKPOINT, evaluate_batch, meta["runtime"])
+        elif trainer.config.warm_start:
             start = warm_start(trainer, problem, evaluate_batch)
             if progress:
                 print(f"warm start: {start['method']} ({start['runtime_s']:.4g} s), imitated in "
