@@ -13,12 +13,29 @@ from .benchmarks import load_benchmark
 from .cluster import load_cluster, preset_names
 from .errors import LinkRunsError, PlacementEnvError
 from .grouping import DEFAULT_MAX_GROUPS, group_ops
+from .harness.results import expected_number, show
 from .harness.suites import SUITES
 from .opgraph import DEVICE_KINDS, OpGraph
-from .output_paths import check_output_file, check_output_folder
+from .output_paths import check_output_file, check_output_folder, write_output_file
 from .quiet_tf import import_tensorflow_quietly
 
 DEFAULT_BENCHMARK = "nmt"
+# The range of every numeric flag: {command: ((attribute, flag, limits for expected_number, why), ...)}.
+NUMBER_FLAGS: dict[str, tuple[tuple[str, str, dict, str], ...]] = {
+    "info": (("max_groups", "--max-groups", {"integer": True, "minimum": 1}, ""),
+             ("top", "--top", {"integer": True}, "")),
+    "calibrate": (("placements", "-n/--placements", {"integer": True, "minimum": 4},
+                   " (the fit has 4 or more free parameters and needs at least as many measurements)"),
+                  ("seed", "--seed", {"integer": True}, "")),
+    "fit-paper-machine": (("starts", "--starts", {"integer": True, "minimum": 1}, " (optimiser starts)"),),
+    "run": (("budget", "--budget", {"integer": True}, " (runtime evaluations; 0 for zero-shot methods)"),
+            ("seeds", "--seeds", {"integer": True}, "")),
+    "validate": (("tolerance", "--tolerance", {}, " (relative: 0.2 is 20%)"),
+                 ("row_timeout", "--row-timeout", {"above": True}, " (seconds)")),
+}
+# Flags that take several values, each of which may be given once: {command: ((attribute, flag), ...)}.
+LIST_FLAGS = {"calibrate": (("benchmarks", "benchmarks"), ("link_runs", "--link-runs")),
+              "run": (("methods", "--methods"), ("seeds", "--seeds"))}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command != "cluster":
         import_tensorflow_quietly()  # graphs and op costs need TF; keep its start-up notices off the screen
     try:
+        _check_flags(args)
         if args.command == "info":
             print(describe_graph(_load_graph(args.benchmark, args.max_groups), top=args.top))
         elif args.command == "calibrate":
@@ -84,6 +102,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"placement-env: error: {where}{error.strerror or error}", file=sys.stderr)
         return 2
     return 0
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    """ValueError naming the flag, its value and what is accepted, for a number out of its range
+    (``NUMBER_FLAGS``) or a value given twice to a flag that takes several (``LIST_FLAGS``): before any work."""
+    for attribute, flag, limits, why in NUMBER_FLAGS.get(args.command, ()):
+        given = getattr(args, attribute)
+        for value in given if isinstance(given, list) else [given]:
+            expected = "" if value is None else expected_number(value, **limits)
+            if expected:
+                raise ValueError(f"{flag} {value!r}: {expected}{why}")
+    for attribute, flag in LIST_FLAGS.get(args.command, ()):
+        values = getattr(args, attribute)
+        repeated = sorted({str(v) for v in values if values.count(v) > 1})
+        if repeated:
+            raise ValueError(f"{flag} {', '.join(repeated)} given more than once: give each once")
 
 
 def _load_graph(benchmark: str, max_groups: int) -> OpGraph:
@@ -117,7 +151,8 @@ def _validate(args: argparse.Namespace) -> int:
     for mismatch in mismatches:
         row = mismatch.row
         label = "stale, not replayed: " if mismatch.stale else "skipped, not replayed: " if mismatch.skipped else ""
-        print(f"row {mismatch.line} ({row['task']}, {row['method']}, seed {row['seed']}): {label}{mismatch.reason}")
+        print(f"line {mismatch.line} (task {show(row['task'])}, method {show(row['method'])}, seed {row['seed']}): "
+              f"{label}{mismatch.reason}")
     failed = sum(m.failed for m in mismatches)
     stale = sum(m.stale for m in mismatches)
     skipped = sum(m.skipped for m in mismatches)
@@ -132,12 +167,6 @@ def _calibrate(args: argparse.Namespace) -> None:
     Every argument is checked before the workers start."""
     from .calibration import calibrate, calibrate_graphs, host_bandwidth_from_files
 
-    if args.placements < 4:
-        raise ValueError(f"-n/--placements {args.placements}: expected an integer >= 4 (the fit has 4 or more free "
-                         "parameters and needs at least as many measurements)")
-    repeated = sorted({b for b in args.benchmarks if args.benchmarks.count(b) > 1})
-    if repeated:
-        raise ValueError(f"benchmarks {', '.join(repeated)} given more than once: name each benchmark once")
     cluster = load_cluster(args.cluster)
     if cluster.local_workers == 0 and not cluster.remote_target:
         raise ValueError(f"--cluster {args.cluster}: calibrate measures on TF workers, and this cluster has none; "
@@ -163,7 +192,7 @@ def _calibrate(args: argparse.Namespace) -> None:
                                   host_bandwidth=host_bandwidth)
     print(result.summary())
     if args.output:
-        result.cluster.save(args.output)
+        write_output_file(args.output, result.cluster.to_json().encode("utf-8"))
         print(f"calibrated cluster written to {args.output}")
 
 
@@ -172,8 +201,6 @@ def _fit_paper_machine(args: argparse.Namespace) -> None:
     from .cluster.k80 import DEFAULT_PARAMETERS, k80_machine
     from .problem import Problem, solve
 
-    if args.starts < 1:
-        raise ValueError(f"--starts {args.starts}: expected a positive number of optimiser starts")
     machine = k80_machine(2, DEFAULT_PARAMETERS)  # the placements are made once, on the prior machine
     models = []
     for name in tqdm(paper_machine.SEED_TABLE, desc="placements", unit="model"):

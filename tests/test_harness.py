@@ -49,7 +49,10 @@ def test_interrupted_run_resumes_and_loses_nothing(tmp_path):
     assert len(kept) == 2
     with open(path, "a") as handle:
         handle.write('{"suite": "tiny", "task": "torn')  # killed mid-write
-    rows = run_suite("tiny", ["thirdparty_agent:interrupted_after_two"], path, budget=5, progress=False)
+    with pytest.raises(ResultsFormatError, match=f"{re.escape(str(path))}:3: the last line is cut short"):
+        read_rows(path)  # validate and report name it; only a resumed run cuts it
+    with pytest.warns(UserWarning, match=f"{re.escape(str(path))}:3: cut a last line without a newline"):
+        rows = run_suite("tiny", ["thirdparty_agent:interrupted_after_two"], path, budget=5, progress=False)
     assert len(rows) == 1 and rows[0]["task"] == "synthetic-tiny-2gpu"
     final = read_rows(path)
     assert final[:2] == kept and len(final) == 3
@@ -197,7 +200,7 @@ def test_bad_results_files_are_specific_errors_and_untouched(results, tmp_path):
     row["placement"] = row["placement"][:-1]
     short = tmp_path / "short.jsonl"
     short.write_text(json.dumps(row) + "\n")
-    with pytest.raises(ResultsFormatError, match="row 1 .*placement has shape"):
+    with pytest.raises(ResultsFormatError, match="short.jsonl:1: the row of task .*placement has shape"):
         validate(short, progress=False)
     assert short.read_text() == json.dumps(row) + "\n"
 
@@ -220,12 +223,12 @@ def test_fabricated_rows_and_unreadable_files_are_refused(results, tmp_path, cap
     empty.write_text("")
     binary = tmp_path / "binary.jsonl"
     binary.write_bytes(bytes(range(256)))
-    for path, message in ((tmp_path / "absent.jsonl", "no such results file"),
-                          (empty, "the results file has no rows"), (binary, "not a results file (not UTF-8 text")):
+    for path, message in ((tmp_path / "absent.jsonl", ": no such results file"),
+                          (empty, ": the results file has no rows"), (binary, ":1: not a results file (binary")):
         assert main(["validate", str(path)]) == 2
-        assert f"{path}: {message}" in capsys.readouterr().err
+        assert f"{path}{message}" in capsys.readouterr().err
         assert main(["report", str(path), "-o", str(tmp_path / "out")]) == 2
-        assert f"{path}: {message}" in capsys.readouterr().err
+        assert f"{path}{message}" in capsys.readouterr().err
 
 
 def test_run_refuses_a_file_that_is_not_a_results_file_and_leaves_it_whole(tmp_path, capsys):
@@ -233,7 +236,7 @@ def test_run_refuses_a_file_that_is_not_a_results_file_and_leaves_it_whole(tmp_p
     binary.write_bytes(bytes(range(256)) * 4 + b"\x00\xff no newline at the end")
     text = tmp_path / "notes.txt"
     text.write_text("my notes, no newline at the end")
-    for path, message in ((binary, "not a results file (not UTF-8 text"), (text, "notes.txt:1: not JSON")):
+    for path, message in ((binary, "model.bin:1: not a results file (binary"), (text, "notes.txt:1: not JSON")):
         before = path.read_bytes()
         with pytest.raises(ResultsFormatError, match=re.escape(message)):
             run_suite("tiny", ["single_gpu"], path, progress=False)
@@ -243,10 +246,11 @@ def test_run_refuses_a_file_that_is_not_a_results_file_and_leaves_it_whole(tmp_p
 
 
 def test_report_file_names_stay_in_the_report_folder(results, tmp_path):
-    from placement_env.harness.report import file_part
+    from placement_env.output_paths import file_name_part
 
-    assert file_part("x/../../escaped") == "x_.._.._escaped" and file_part("a/b") == "a_b"
-    assert file_part("../..") == "_.." and file_part(".hidden") == "hidden" and file_part("") == "_"
+    assert file_name_part("x/../../escaped") == "x~2f..~2f..~2fescaped" and file_name_part("a/b") == "a~2fb"
+    assert file_name_part("../..") == "~2e.~2f.." and file_name_part(".hidden") == "~2ehidden"
+    assert file_name_part("") == "~" and file_name_part("rnnlm-tiny-2gpu") == "rnnlm-tiny-2gpu"
     rows = [json.loads(line) for line in results.read_text().splitlines()]
     tampered = tmp_path / "tampered.jsonl"
     tampered.write_text("".join(json.dumps({**row, "task": "x/../../escaped"}) + "\n" for row in rows
@@ -337,9 +341,9 @@ def test_validate_skips_rows_it_cannot_replay_locally_and_says_why(results, tmp_
     assert "cannot be loaded here: unknown cluster" in mismatches[2].reason
     assert main(["validate", str(path)]) == 0
     out = capsys.readouterr().out
-    assert "row 2 (" in out and "skipped, not replayed: measured on the remote TF cluster" in out
+    assert "line 2 (task '" in out and "skipped, not replayed: measured on the remote TF cluster" in out
     assert "3 rows skipped (not replayable here, see above)" in out
-    with pytest.raises(ValueError, match="row_timeout_s = 0; expected a positive number of seconds or None"):
+    with pytest.raises(ValueError, match="row_timeout_s = 0; expected a finite number > 0 \\(seconds\\) or None"):
         validate(path, row_timeout_s=0, progress=False)
 
 

@@ -16,26 +16,32 @@ network on this one graph with the pre-training's update (REINFORCE with self-im
 so far, :class:`Trainer`) at a lower learning rate, exploring a few groups per sample and moving a few groups of
 the best placement in each update (``FINE_TUNING``), within ``problem.budget`` evaluations, and returns the
 fastest placement it evaluated.
+
+A checkpoint or cost model these methods cannot use (missing, unreadable, of another version) is a
+MethodConfigError (MethodFileNotFoundError when missing) naming the file: the harness records the row as a
+configuration failure, which a rerun does again once the file is fixed.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from pathlib import Path
-from typing import NamedTuple
+from typing import Iterator, NamedTuple
 
 import numpy as np
 
 from agents.torch_threads import on_harness_threads
 from baselines.partition import mincut
 from placement_env import Problem
-from placement_env.errors import CheckpointMismatchError
+from placement_env.errors import CheckpointMismatchError, MethodConfigError, MethodFileNotFoundError
 
 from .checkpoint import HOW_TO_TRAIN, checkpoint_path, load_cost_model, load_network
 from .cost_model import CostNet, cost_input
 from .memory_fit import ESTIMATE, fit_in_memory, return_to_gpus
+from .network import GnnPlacerNet
 from .refine import refine
 from .task import PlacementTask, make_task
-from .trainer import Trainer
+from .trainer import Config, Trainer
 from .transfer_prior import TRANSFER_PRIOR_WEIGHT, smooth
 
 # Fine-tuning on one graph: a lower learning rate, and a search around the zero-shot placement (2 groups per
@@ -103,28 +109,51 @@ def memory_margin(meta: dict, checkpoint: Path | None) -> float:
     return float(meta["memory_margin"])
 
 
+@contextlib.contextmanager
+def _configuration_errors() -> Iterator[None]:
+    """A missing file raised as a MethodFileNotFoundError and an unusable checkpoint as a MethodConfigError."""
+    try:
+        yield
+    except FileNotFoundError as error:
+        raise MethodFileNotFoundError(str(error)) from error
+    except CheckpointMismatchError as error:
+        raise MethodConfigError(str(error)) from error
+
+
+def _network(checkpoint: Path | None) -> tuple[GnnPlacerNet, Config, float]:
+    """The network, its config and its memory margin from ``checkpoint`` (default: ``checkpoint_path()``)."""
+    with _configuration_errors():
+        net, config, meta = load_network(checkpoint)
+        return net, config, memory_margin(meta, checkpoint)
+
+
+def _cost_model(path: Path | None) -> CostNet:
+    """The cost model at ``path`` (default: ``cost_model_path()``)."""
+    with _configuration_errors():
+        return load_cost_model(path)[0]
+
+
 @on_harness_threads
 def place_zero_shot(problem: Problem, *, checkpoint: Path | None = None) -> np.ndarray:
     """Harness method: the checkpoint's greedy placement, fitted into memory (no evaluation)."""
-    net, config, meta = load_network(checkpoint)
-    return zero_shot(Trainer(net, config), make_task(problem), memory_margin(meta, checkpoint))
+    net, config, margin = _network(checkpoint)
+    return zero_shot(Trainer(net, config), make_task(problem), margin)
 
 
 @on_harness_threads
 def place_zero_shot_smoothed(problem: Problem, *, checkpoint: Path | None = None) -> np.ndarray:
     """Harness method: :func:`place_zero_shot` with the greedy placement decoded again with the transfer prior
     (``TRANSFER_PRIOR_WEIGHT``, chosen on the validation split) before the memory fit (no evaluation)."""
-    net, config, meta = load_network(checkpoint)
-    return zero_shot(Trainer(net, config), make_task(problem), memory_margin(meta, checkpoint), TRANSFER_PRIOR_WEIGHT)
+    net, config, margin = _network(checkpoint)
+    return zero_shot(Trainer(net, config), make_task(problem), margin, TRANSFER_PRIOR_WEIGHT)
 
 
 @on_harness_threads
 def place_zero_shot_refined(problem: Problem, *, checkpoint: Path | None = None,
                             cost_model: Path | None = None) -> np.ndarray:
     """Harness method: the zero-shot placement, refined by local search on the cost model (no evaluation)."""
-    net, config, meta = load_network(checkpoint)
-    cost, _ = load_cost_model(cost_model)
-    margin = memory_margin(meta, checkpoint)
+    net, config, margin = _network(checkpoint)
+    cost = _cost_model(cost_model)
     start = zero_shot(Trainer(net, config), make_task(problem), margin)
     return refine(problem, start, cost, cost_input(problem), margin=margin)[0]
 
@@ -134,9 +163,8 @@ def place_refined_best_start(problem: Problem, *, checkpoint: Path | None = None
                              cost_model: Path | None = None) -> np.ndarray:
     """Harness method: the zero-shot placement and MinCut's, each refined on the cost model; the one predicted
     faster (no evaluation)."""
-    net, config, meta = load_network(checkpoint)
-    cost, _ = load_cost_model(cost_model)
-    refined = refined_starts(Trainer(net, config), make_task(problem), cost, memory_margin(meta, checkpoint))
+    net, config, margin = _network(checkpoint)
+    refined = refined_starts(Trainer(net, config), make_task(problem), _cost_model(cost_model), margin)
     return refined[best_start(refined)].placement
 
 
@@ -144,11 +172,11 @@ def place_refined_best_start(problem: Problem, *, checkpoint: Path | None = None
 def place_fine_tune(problem: Problem, *, checkpoint: Path | None = None, samples: int = 16) -> np.ndarray:
     """Harness method: from the checkpoint, REINFORCE on ``problem`` alone within its budget (batches of up to
     ``samples``, smaller for small budgets so there are at least 10 updates); the best placement evaluated."""
-    net, config, meta = load_network(checkpoint)
+    net, config, margin = _network(checkpoint)
     task = make_task(problem)
     trainer = Trainer(net, dataclasses.replace(config, **FINE_TUNING),
                       seed=int(problem.rng.integers(2**31 - 1)))
-    start = zero_shot(trainer, task, memory_margin(meta, checkpoint))
+    start = zero_shot(trainer, task, margin)
     left = problem.budget_left if problem.budget is not None else DEFAULT_FINE_TUNE_BUDGET
     if left >= 1:
         problem.evaluate(start)

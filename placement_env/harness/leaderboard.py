@@ -11,13 +11,16 @@ heuristic and the lower bound as lines.
 from __future__ import annotations
 
 import math
-import os
 import warnings
 from collections import defaultdict
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 
 import numpy as np
+
+from ..render.table import markdown_row, plot_text
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 HEURISTIC_BUDGET = 0  # a row that spent this many evaluations is a heuristic, not a search
 
@@ -88,7 +91,7 @@ def leaderboard_table(rows: list[dict[str, Any]]) -> str:
     refs = references(rows)
     header = ["task", "method", "budget", "seeds", "best runtime: mean (range)", "vs expert", "evaluations",
               "wall s", "evaluations to beat the expert (median, seeds that did)"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = [markdown_row(header), "|" + "---|" * len(header)]
     for entry in leaderboard_rows(rows):
         expert = refs[entry["task"]]["expert"]
         if entry["mean"] is None:
@@ -102,12 +105,17 @@ def leaderboard_table(rows: list[dict[str, Any]]) -> str:
         else:
             beat_cell = "never" if beat is None else f"{beat[0]:,} ({beat[1]}/{entry['recorded']})"
         budget = "heuristic" if entry["budget"] == HEURISTIC_BUDGET else f"{entry['budget']:,}"
-        lines.append("| " + " | ".join([entry["task"], entry["method"], budget, str(entry["seeds"]), runtime, versus,
-                                        f"{entry['evaluations']:,.0f}", f"{entry['wall_s']:.3g}", beat_cell]) + " |")
+        lines.append(markdown_row([entry["task"], entry["method"], budget, str(entry["seeds"]), runtime, versus,
+                                   f"{entry['evaluations']:,.0f}", f"{entry['wall_s']:.3g}", beat_cell]))
     return "\n".join(lines)
 
 
-def anytime_chart(rows: list[dict[str, Any]], path: str | os.PathLike, *, budget: int | None = None) -> Path:
+def png(figure: Figure) -> Callable[[BinaryIO], None]:
+    """What writes ``figure`` as a PNG into a binary file (for ``OutputFolder.write``)."""
+    return lambda handle: figure.savefig(handle, format="png")
+
+
+def anytime_figure(rows: list[dict[str, Any]], *, budget: int | None = None) -> Figure:
     """Best-so-far per task against evaluations (left) and wall time (right), one line per method
     (the median over seeds) at ``budget`` (default: each method's largest)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -123,7 +131,7 @@ def anytime_chart(rows: list[dict[str, Any]], path: str | os.PathLike, *, budget
             axes = figure.add_subplot(len(tasks), 2, 2 * k + column + 1)
             for method, by_axis in sorted(curves[task].items()):
                 grid, best = by_axis[column]
-                axes.step(grid, best, where="post", label=method, linewidth=1.2)
+                axes.step(grid, best, where="post", label=plot_text(method), linewidth=1.2)
             for name, style in (("expert", "k--"), ("best_heuristic", "k:"), ("lower_bound", "k-.")):
                 if refs[task][name] is not None:
                     axes.axhline(refs[task][name], color=style[0], linestyle=style[1:], linewidth=0.8,
@@ -131,14 +139,11 @@ def anytime_chart(rows: list[dict[str, Any]], path: str | os.PathLike, *, budget
             axes.set_xscale("log")
             axes.set_xlabel(axis)
             axes.set_ylabel("best step time (s)")
-            axes.set_title(task, fontsize=10)
+            axes.set_title(plot_text(task), fontsize=10)
             if column == 1:
                 axes.legend(fontsize=6, loc="upper right")
     figure.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path)
-    return path
+    return figure
 
 
 def _curves(rows: list[dict[str, Any]], budget: int | None) -> dict[str, dict[str, tuple]]:
@@ -180,7 +185,7 @@ def budget_pivot(rows: list[dict[str, Any]], methods: list[str], budgets: list[i
         (e["task"], e["method"], e["budget"]): e for e in leaderboard_rows(rows)}
     columns = [(m, b) for b in budgets for m in methods]
     header = ["task", "best heuristic", *(f"{m} @ {b:,}" for m, b in columns)]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = [markdown_row(header), "|" + "---|" * len(header)]
     for task in refs:
         means = {c: cells[(task, *c)]["mean"] for c in columns if (task, *c) in cells and cells[(task, *c)]["mean"]}
         fastest = min(means.values(), default=None)
@@ -191,5 +196,5 @@ def budget_pivot(rows: list[dict[str, Any]], methods: list[str], budgets: list[i
                 continue
             text = f"{means[column]:.4g} ({cells[(task, *column)]['seeds']})"
             row.append(f"**{text}**" if means[column] == fastest else text)
-        lines.append("| " + " | ".join(row) + " |")
+        lines.append(markdown_row(row))
     return "\n".join(lines)

@@ -10,31 +10,29 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..benchmarks import load_benchmark
 from ..cluster import load_cluster
 from ..evaluation import Evaluator
+from ..output_paths import OutputFolder, file_name_part
 from ..problem import METHODS
-from .leaderboard import anytime_chart, leaderboard_table, searches
+from ..render.table import markdown_row, markdown_text, plot_text
+from .leaderboard import anytime_figure, leaderboard_table, png, searches
 from .results import read_rows
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 BASELINE_COLUMNS = (("single_cpu", "1 CPU"), ("single_gpu", "1 GPU"), ("scotch", "Scotch"), ("mincut", "MinCut"),
                     ("expert", "Expert"), ("metis", "METIS"), ("heft", "HEFT"), ("m_topo", "m-TOPO"),
                     ("m_etf", "m-ETF"), ("random_search", "Random search"))
 _FAILURE_LABELS = {"oom": "OOM", "no_kernel": "no kernel", "method_error": "n/a", "timeout": "timeout",
-                   "crash": "crash", "error": "error", "infrastructure": "infra failure"}
-
-
-def file_part(name: str) -> str:
-    """``name`` (taken from a results file) as one safe file-name component: letters, digits, ``.-_``
-    only, no leading dot, so no name can leave the report folder or hide a file."""
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", str(name)).lstrip(".")
-    return safe[:120] or "_"
+                   "crash": "crash", "error": "error", "infrastructure": "infra failure",
+                   "configuration": "config error"}
 
 
 def _best(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -87,7 +85,7 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     present = {row["method"] for row in rows}
     columns = [(m, label) for m, label in BASELINE_COLUMNS if m in present]
     header = ["task", *(label for _, label in columns), "best agent", "lower bound", "agent vs best baseline"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = [markdown_row(header), "|" + "---|" * len(header)]
     for task, info in summary.items():
         agent, baseline = info["agent"], info["best_baseline"]
         gain = "-"
@@ -99,11 +97,11 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
             agent_cell += f"; mean {np.mean(info['agent_runtimes']):.3g} over {len(info['agent_runtimes'])} seeds"
         cells = [task, *(_cell(info["best"].get(m)) for m, _ in columns), agent_cell,
                  f"{info['lower_bound_s']:.3g}", gain]
-        lines.append("| " + " | ".join(cells) + " |")
+        lines.append(markdown_row(cells))
     return "\n".join(lines)
 
 
-def bar_chart(rows: list[dict[str, Any]], path: str | os.PathLike) -> Path:
+def bar_figure(rows: list[dict[str, Any]]) -> Figure:
     """One panel per task: best runtime per method (failed methods drawn as hatched bars at the top)."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -123,47 +121,45 @@ def bar_chart(rows: list[dict[str, Any]], path: str | os.PathLike) -> Path:
                 axes.bar(i, value, color="tab:blue")
             else:
                 axes.bar(i, top, color="none", edgecolor="tab:red", hatch="//")
-                axes.text(i, top * 0.5, _cell(info["best"][method]), rotation=90, ha="center", va="center", fontsize=7)
+                axes.text(i, top * 0.5, plot_text(_cell(info["best"][method])), rotation=90, ha="center",
+                          va="center", fontsize=7)
         axes.axhline(info["lower_bound_s"], color="black", linestyle="--", linewidth=1, label="lower bound")
-        axes.set_xticks(range(len(methods)), methods, rotation=45, ha="right", fontsize=8)
+        axes.set_xticks(range(len(methods)), [plot_text(m) for m in methods], rotation=45, ha="right", fontsize=8)
         axes.set_ylabel("step time (s)")
-        axes.set_title(task, fontsize=10)
+        axes.set_title(plot_text(task), fontsize=10)
         axes.legend(fontsize=7)
     figure.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path)
-    return path
+    return figure
 
 
 def write_report(results: str | os.PathLike, out_dir: str | os.PathLike, *, gantt: bool = True) -> Path:
     """``report.md`` (the table, and for searching methods the leaderboard at equal budgets), ``bars.png``,
     ``anytime.png`` (best-so-far curves) and, for simulated rows, a Gantt chart of each task's best
-    placement (``gantt-<task>.png``) under ``out_dir``; returns the markdown path."""
-    from ..render.gantt import save_gantt  # matplotlib, only when a report is written
+    placement (``gantt-<task>.png``, the task's name made a file name by ``output_paths.file_name_part``) under
+    ``out_dir``, written through an :class:`~placement_env.output_paths.OutputFolder` (no file is written through
+    a symbolic link); returns the markdown path."""
+    from ..render.gantt import gantt_figure  # matplotlib, only when a report is written
 
     rows = read_rows(results, must_exist=True)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    table = markdown_table(rows)
-    bar_chart(rows, out / "bars.png")
-    lines = [f"# Results: {results}", "", "Step time in seconds (best over seeds; lower is better).", "", table, "",
-             "![best runtime per method](bars.png)", ""]
-    if any(row.get("anytime") for row in rows):
-        anytime_chart(rows, out / "anytime.png")
-        lines += ["## Methods at equal budgets", "", leaderboard_table(rows), "",
-                  "![best-so-far against evaluations and wall time](anytime.png)", ""]
-    if gantt:
-        for task, info in summarise(rows).items():
-            best = info["agent"] or info["best_baseline"]
-            if best is None or best["runtime"] != "sim":
-                continue
-            graph = load_benchmark(best["benchmark"])
-            cluster = load_cluster(best["cluster"])
-            m = Evaluator(graph, cluster)(best["placement"], schedule=True)
-            name = f"gantt-{file_part(task)}.png"
-            save_gantt(graph, cluster, m, out / name)
-            lines += [f"## {task}: {best['method']} ({best['runtime_s']:.3g} s)", "", f"![{task}]({name})", ""]
-    markdown = out / "report.md"
-    markdown.write_text("\n".join(lines))
-    return markdown
+    with OutputFolder(out_dir) as out:
+        table = markdown_table(rows)
+        out.write("bars.png", png(bar_figure(rows)))
+        lines = [f"# Results: {markdown_text(results)}", "", "Step time in seconds (best over seeds; lower is better).",
+                 "", table, "", "![best runtime per method](bars.png)", ""]
+        if any(row.get("anytime") for row in rows):
+            out.write("anytime.png", png(anytime_figure(rows)))
+            lines += ["## Methods at equal budgets", "", leaderboard_table(rows), "",
+                      "![best-so-far against evaluations and wall time](anytime.png)", ""]
+        if gantt:
+            for task, info in summarise(rows).items():
+                best = info["agent"] or info["best_baseline"]
+                if best is None or best["runtime"] != "sim":
+                    continue
+                graph = load_benchmark(best["benchmark"])
+                cluster = load_cluster(best["cluster"])
+                m = Evaluator(graph, cluster)(best["placement"], schedule=True)
+                name = f"gantt-{file_name_part(task)}.png"
+                out.write(name, png(gantt_figure(graph, cluster, m)))
+                lines += [f"## {markdown_text(task)}: {markdown_text(best['method'])} ({best['runtime_s']:.3g} s)", "",
+                          f"![{markdown_text(task)}]({name})", ""]
+        return out.write("report.md", "\n".join(lines).encode("utf-8"))

@@ -4,7 +4,9 @@ A rerun with the same results file skips the rows already there, so an interrupt
 without redoing or losing finished work. A method that raises (e.g. the expert has no placement
 for a synthetic graph, the Scotch mapper is missing) gives a row with ``failure="method_error"``
 and its message; the run goes on. When the measured runtime's machinery fails (after its own
-retries) the row has ``failure="infrastructure"``: it is not finished work, so a rerun does it again.
+retries) the row has ``failure="infrastructure"``, and when the method cannot run as configured
+(a MethodConfigError, e.g. an unreadable checkpoint) ``failure="configuration"``: neither is
+finished work, so a rerun does it again.
 """
 from __future__ import annotations
 
@@ -17,11 +19,11 @@ from tqdm import tqdm
 
 from ..benchmarks import load_benchmark
 from ..cluster import Cluster, load_cluster
-from ..errors import InfrastructureError
+from ..errors import InfrastructureError, MethodConfigError
 from ..evaluation import Evaluator
 from ..placement import INFRASTRUCTURE, Measurement
 from ..problem import METHODS, Problem, resolve_method, solve
-from .results import append_row, drop_torn_tail, finished_keys, read_rows, results_lock, versions
+from .results import CONFIGURATION, ResultsWriter, expected_number, versions
 from .suites import Task, load_suite
 
 DEFAULT_BUDGET = 100  # runtime evaluations per method and task (methods that search use them)
@@ -31,9 +33,17 @@ def _method_names(methods: Sequence[str]) -> list[str]:
     names = list(METHODS) if list(methods) == ["all"] else list(methods)
     if not names:
         raise ValueError("no methods given; name at least one (or 'all')")
+    _refuse_repeats("methods", names)
     for name in names:
         resolve_method(name)  # fail before any work on an unknown name
     return names
+
+
+def _refuse_repeats(parameter: str, values: Sequence[Any]) -> None:
+    """ValueError naming ``parameter`` if ``values`` holds a value twice (each would give the same rows twice)."""
+    repeated = sorted({str(v) for v in values if list(values).count(v) > 1})
+    if repeated:
+        raise ValueError(f"{parameter}={list(values)!r}: {', '.join(repeated)} given more than once; give each once")
 
 
 def _row(suite: str, task: Task, cluster: Cluster, method: str, seed: int, budget: int, placement: list[int],
@@ -57,17 +67,21 @@ def run_suite(suite: str, methods: Sequence[str], results: str | os.PathLike, *,
     """Run every method on every task of ``suite`` for every seed; return the rows written now."""
     tasks = load_suite(suite)
     names = _method_names(methods)
-    if not isinstance(budget, int) or isinstance(budget, bool) or budget < 0:
+    if expected_number(budget, integer=True):
         raise ValueError(f"budget={budget!r}; expected a number of runtime evaluations >= 0 (0: zero-shot, "
                          f"methods that evaluate nothing)")
-    with results_lock(results):
-        done = finished_keys(read_rows(results))  # first: a file that is not a results file stays as it is
-        drop_torn_tail(results)
+    seeds = list(seeds)
+    for seed in seeds:
+        expected = expected_number(seed, integer=True)
+        if expected:
+            raise ValueError(f"seeds={seeds!r}: seed {seed!r}; {expected}")
+    _refuse_repeats("seeds", seeds)
+    with ResultsWriter(results) as writer:
         todo = [(task, name, seed) for task in tasks for name in names for seed in seeds
-                if (suite, task.name, name, seed, budget) not in done]
+                if (suite, task.name, name, seed, budget) not in writer.finished]
         evaluators: dict[str, Evaluator] = {}
         try:
-            return [_run_one(suite, task, name, seed, budget, results, evaluators)
+            return [_run_one(suite, task, name, seed, budget, writer, evaluators)
                     for task, name, seed in _progress(todo, suite, progress)]
         finally:
             for evaluator in evaluators.values():
@@ -83,9 +97,10 @@ def _progress(todo: list, suite: str, progress: bool) -> Iterator:
         yield item
 
 
-def _run_one(suite: str, task: Task, name: str, seed: int, budget: int, results: str | os.PathLike,
+def _run_one(suite: str, task: Task, name: str, seed: int, budget: int, writer: ResultsWriter,
              evaluators: dict[str, Evaluator]) -> dict[str, Any]:
-    """Run one method on one task and seed, append its row (a method that raises gives a method_error row)."""
+    """Run one method on one task and seed, append its row (a method that raises gives a method_error row, or
+    an infrastructure or configuration row that a rerun does again)."""
     evaluator = evaluators.get(task.name)
     if evaluator is None:
         evaluator = evaluators[task.name] = Evaluator(load_benchmark(task.benchmark), load_cluster(task.cluster),
@@ -97,6 +112,9 @@ def _run_one(suite: str, task: Task, name: str, seed: int, budget: int, results:
     except InfrastructureError as error:  # not the method's failure: recorded, and redone by a rerun
         row = _row(suite, task, evaluator.cluster, name, seed, budget, [], None, problem.evaluations, 0.0,
                    evaluator.lower_bound(), failure=INFRASTRUCTURE, message=str(error))
+    except MethodConfigError as error:  # the method's configuration, not its result: redone by a rerun too
+        row = _row(suite, task, evaluator.cluster, name, seed, budget, [], None, problem.evaluations, 0.0,
+                   evaluator.lower_bound(), failure=CONFIGURATION, message=str(error))
     except Exception as error:  # noqa: BLE001 - any method failure is recorded, never fatal
         row = _row(suite, task, evaluator.cluster, name, seed, budget, [], None, problem.evaluations, 0.0,
                    evaluator.lower_bound(), failure="method_error", message=f"{type(error).__name__}: {error}")
@@ -104,5 +122,5 @@ def _run_one(suite: str, task: Task, name: str, seed: int, budget: int, results:
         m = evaluator(solution.placement)
         row = _row(suite, task, evaluator.cluster, name, seed, budget, solution.placement.tolist(), m,
                    solution.evaluations, solution.wall_s, evaluator.lower_bound(), anytime=solution.improvements)
-    append_row(results, row)
+    writer.append(row)
     return row

@@ -34,14 +34,14 @@ from ..errors import DriverError, InvalidPlacementError, IsolationError, Placeme
 from ..evaluation import Evaluator
 from ..placement import INFRASTRUCTURE, Measurement
 from ..runtime.simulated import SIMULATOR_VERSION, model_changed_since
-from .results import read_rows
+from .results import expected_number, read_results, show
 
 DEFAULT_MEASURED_TOLERANCE = 0.2
 
 
 @dataclass(frozen=True)
 class Mismatch:
-    line: int  # 1-based row number among the file's rows
+    line: int  # the row's line in the results file (1-based)
     row: dict[str, Any]
     reason: str
     stale: bool = False  # made by another simulator version or cluster definition: not replayed
@@ -137,8 +137,6 @@ def _compare(number: int, row: dict[str, Any], m: Measurement, tolerance: float)
     claimed = row["runtime_s"]
     if bool(row["ok"]) != m.ok:
         return Mismatch(number, row, f"ok={row['ok']} but the replay says ok={m.ok} ({m.failure})")
-    if m.ok and not isinstance(claimed, (int, float)):
-        return Mismatch(number, row, f"runtime_s={claimed!r} is not a number")
     if m.ok and row["runtime"] in ("sim", "grappler") and claimed != m.runtime_s:
         return Mismatch(number, row, f"runtime_s={claimed!r} but the replay gives {m.runtime_s!r}")
     if m.ok and row["runtime"] == "measured" and not math.isclose(claimed, m.runtime_s, rel_tol=tolerance):
@@ -153,17 +151,22 @@ def validate(results: str | os.PathLike, *, tolerance: float = DEFAULT_MEASURED_
     (method errors) are passed over; stale (``Mismatch.stale``) and skipped (``Mismatch.skipped``) rows
     are reported with the reason, not judged. ``row_timeout_s`` limits each measured replay (None: the
     measured runtime's limit, scaled to the graph).
-    A missing, empty or unreadable file, or a row that cannot be a real result (an ok row without a
-    placement, a placement of the wrong length, more evaluations than its budget), is a ResultsFormatError."""
-    if row_timeout_s is not None and (isinstance(row_timeout_s, bool) or not isinstance(row_timeout_s, (int, float))
-                                      or not 0 < row_timeout_s < math.inf):
-        raise ValueError(f"row_timeout_s = {row_timeout_s!r}; expected a positive number of seconds or None")
-    rows = read_rows(results, must_exist=True)
+    A missing, empty or unreadable file, or a row that cannot be a real result (see ``results.read_results``; a
+    placement of the wrong length), is a ResultsFormatError naming the file and line. A ``tolerance`` that is not a
+    finite number >= 0, or a ``row_timeout_s`` that is not a finite number > 0, is a ValueError."""
+    expected = expected_number(tolerance)
+    if expected:
+        raise ValueError(f"tolerance = {tolerance!r}; {expected} (relative: 0.2 is 20%)")
+    expected = "" if row_timeout_s is None else expected_number(row_timeout_s, above=True)
+    if expected:
+        raise ValueError(f"row_timeout_s = {row_timeout_s!r}; {expected} (seconds) or None")
+    found = read_results(results, must_exist=True)
     replayers = _Replayers(row_timeout_s)
     mismatches: list[Mismatch] = []
     checked = 0
     try:
-        for number, row in enumerate(tqdm(rows, desc="validate", unit="row", disable=not progress), 1):
+        for number, row in tqdm(zip(found.lines, found.rows), total=len(found.rows), desc="validate", unit="row",
+                                disable=not progress):
             if not row["placement"]:
                 continue
             if row["failure"] == INFRASTRUCTURE:
@@ -181,7 +184,8 @@ def validate(results: str | os.PathLike, *, tolerance: float = DEFAULT_MEASURED_
             try:
                 m = evaluator(row["placement"])
             except InvalidPlacementError as error:
-                raise ResultsFormatError(f"{results}: row {number} ({row['task']}, {row['method']}): {error}") from None
+                raise ResultsFormatError(f"{results}:{number}: the row of task {show(row['task'])}, method "
+                                         f"{show(row['method'])}: {error}") from None
             except (IsolationError, DriverError) as error:  # no local workers can run here: skip the rest too
                 replayers.refuse(row, f"cannot be measured here: {error}")
                 mismatches.append(Mismatch(number, row, f"cannot be measured here: {error}", skipped=True))

@@ -1,11 +1,13 @@
 """The ``ansi`` render mode: a plain-text table of a measurement, one line per device.
 
 Per device its kind, the groups and ops placed there, busy seconds and peak memory against
-capacity; then step time, status and bytes moved, and the reason of a failure.
+capacity; then step time, status and bytes moved, and the reason of a failure. Also the escaping
+of text (e.g. task names read from a results file) put into a Markdown table, heading or link.
 """
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Iterable
 
 import numpy as np
 
@@ -14,10 +16,30 @@ from ..opgraph import OpGraph
 from ..placement import Measurement
 from .units import fmt_bytes, fmt_seconds
 
-__all__ = ["ansi_table", "per_device"]
+__all__ = ["ansi_table", "markdown_row", "markdown_text", "per_device", "plot_text"]
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`|\[\]<>])")  # a backslash before each keeps it literal
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]+")  # line breaks and other control characters
 
 _HEADER = ("device", "kind", "groups", "ops", "busy s", "peak mem", "capacity", "use %")
 _LEFT = {0, 1}  # text columns are left-aligned, numbers right-aligned
+
+
+def markdown_text(text: Any) -> str:
+    """``text`` as it reads, for one Markdown table cell, heading or link text: backslashes, backticks, ``|``,
+    brackets and angle brackets escaped, each run of line breaks and other control characters one space."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", _CONTROL.sub(" ", str(text)))
+
+
+def plot_text(text: Any) -> str:
+    """``text`` for a matplotlib title, tick or legend label, drawn as it reads: dollar signs escaped (so it is
+    never parsed as mathematics, which may fail), control characters as spaces."""
+    return _CONTROL.sub(" ", str(text)).replace("$", r"\$")
+
+
+def markdown_row(cells: Iterable[Any]) -> str:
+    """One Markdown table row of ``cells``, each escaped with :func:`markdown_text`."""
+    return "| " + " | ".join(markdown_text(cell) for cell in cells) + " |"
 
 
 def per_device(values: Any, n: int, dtype: Any) -> np.ndarray | None:

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ..cluster import Cluster
+from ..output_paths import write_output_file
 
 __all__ = ["save_cluster_picture"]
 
@@ -143,7 +144,8 @@ def _draw_pairs(ax, cluster: Cluster) -> None:
 
 
 def save_cluster_picture(cluster: Cluster, path: str | os.PathLike[str]) -> Path:
-    """Draw ``cluster``'s interconnect (see the module docstring) into the PNG file ``path``; the path."""
+    """Draw ``cluster``'s interconnect (see the module docstring) into the PNG file ``path`` (never through a
+    symbolic link: ``output_paths.write_output_file``); the path."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -157,6 +159,4 @@ def save_cluster_picture(cluster: Cluster, path: str | os.PathLike[str]) -> Path
         if cluster.transfer_overhead_s else ""
     fig.suptitle(f"{cluster.name}: {cluster.n_devices} devices{extra}", fontsize=9)
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(os.fspath(path), format="png", dpi=110)
-    return path
+    return write_output_file(path, lambda handle: fig.savefig(handle, format="png", dpi=110))
