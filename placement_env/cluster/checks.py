@@ -1,8 +1,16 @@
-"""Value rules shared by every part of the cluster package, each failing with a message that says what.
+"""Value rules shared by every part of the cluster package, and the argument checks of the layers above it.
 
-Every check raises ``ClusterConfigError`` naming the path of the bad value (``devices[1].kind``),
-the value as JSON would show it, where it sits (``device "gpu:0"``) and the rule it breaks, so a
-user can fix a cluster JSON file, a constructor call or a TF cluster spec from the message alone.
+Every check raises an error (``ClusterConfigError`` unless told another) naming the path of the bad
+value (``devices[1].kind``), the value as JSON would show it, where it sits (``device "gpu:0"``) and
+the rule it breaks, so a user can fix a cluster JSON file, a constructor call, a TF cluster spec or a
+keyword argument from the message alone. :func:`check_bool` and :func:`check_number` are the one
+boolean and the one numeric range check; the env, ``Problem`` and ``evaluate`` call them with
+``error=ArgumentError``.
+
+The physical limits below bound every numeric field of a cluster. They are generous (orders of
+magnitude past any machine built, and past what calibration may fit: it scales rates by up to 1,000 either
+way) and exist so that a typo or a fuzzed value (``peak_flops: 1e308``) fails here, naming the field,
+rather than as an overflow or an infinite time deep in the simulator or in TF's cost model.
 """
 from __future__ import annotations
 
@@ -16,23 +24,49 @@ import numpy as np
 
 from ..errors import ClusterConfigError
 
+# One device's fp32 FLOP/s: from 1 kFLOP/s to 1 EFLOP/s (today's largest chips reach about 1e15).
+FLOPS_RANGE = (1e3, 1e18)
+# Bytes/s of a device's memory, a link or one thread's copies: from 1 kB/s (slower than a modem) to
+# 10 PB/s (HBM3e gives about 8e12).
+BANDWIDTH_RANGE = (1e3, 1e16)
+# Seconds of a latency or a fixed cost (per op, per tensor): up to a minute; the failing signal of a
+# placement that does not run is 100 s, so a fixed cost past a minute is a unit mistake.
+SECONDS_RANGE = (0.0, 60.0)
+# Bytes of one device's memory: from 1 byte to 1 PiB (the largest hosts have a few TiB).
+MEMORY_RANGE = (1, 2**50)
+# Ops one device runs at once (a CPU's inter-op threads, a GPU's streams): 1 to 4,096.
+CONCURRENCY_RANGE = (1, 4096)
+# Achieved shares of peak (compute_efficiency, memory_efficiency) and one op's share of a device
+# (op_share): from 1/10,000 (one core of a 10,000-core device) to 1.
+FRACTION_RANGE = (1e-4, 1.0)
+# Devices in one cluster: the simulator keeps n x n link matrices and routes every ordered pair,
+# so 40,000 devices would ask for gigabytes before any check; the largest preset has 9.
+MAX_DEVICES = 1024
+# Switches and links of one topology: every device's routes are searched over all of them (1,024 devices on
+# one switch take seconds), and real machines have a few links per device.
+MAX_SWITCHES = MAX_DEVICES
+MAX_TOPOLOGY_LINKS = 8 * MAX_DEVICES
+
 BANDWIDTH_RULE = "a positive number of bytes/s"
-LATENCY_RULE = "a finite number of seconds >= 0"
+LATENCY_RULE = "a finite number of seconds"
 ADDRESS_RULE = 'a "host:port" string with a port from 1 to 65535'
+SHOWN_CHARS = 200  # a value longer than this as JSON is cut in messages
 
 
 def show(value: object) -> str:
-    """A value as it would look in JSON where possible, else its repr."""
+    """A value as it would look in JSON where possible, else its repr; cut after SHOWN_CHARS characters."""
     try:
-        return json.dumps(value)
-    except (TypeError, ValueError):
-        return repr(value)
+        text = json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "..."
 
 
-def bad(path: str, value: object, rule: str, where: str = "") -> ClusterConfigError:
-    """The error for ``value`` at ``path`` (in ``where``), which must be ``rule``."""
+def bad(path: str, value: object, rule: str, where: str = "",
+        error: type[Exception] = ClusterConfigError) -> Exception:
+    """The ``error`` for ``value`` at ``path`` (in ``where``), which must be ``rule``."""
     loc = f" ({where})" if where else ""
-    return ClusterConfigError(f"{path} = {show(value)}{loc}: must be {rule}")
+    return error(f"{path} = {show(value)}{loc}: must be {rule}")
 
 
 def is_real(value: object) -> bool:
@@ -45,18 +79,59 @@ def is_int(value: object) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
-def positive(value: object, path: str, rule: str, where: str = "") -> float:
-    """``value`` as a float if it is a finite number > 0."""
-    if not is_real(value) or not math.isfinite(value) or value <= 0:
-        raise bad(path, value, rule, where)
-    return float(value)
+def check_bool(value: object, path: str, where: str = "", error: type[Exception] = ClusterConfigError) -> bool:
+    """``value`` as a bool if it is a Python or numpy bool (a string such as ``"no"`` is refused, not truthy)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise bad(path, value, "true or false (a bool)", where, error)
+    return bool(value)
+
+
+def _limit(x: float) -> str:
+    """A range limit as a person writes it: ``4,096``, ``1e16``, ``0.0001``."""
+    if float(x).is_integer() and abs(x) < 1e7:
+        return f"{int(x):,}"
+    return f"{x:g}".replace("e+0", "e").replace("e+", "e").replace("e-0", "e-")
+
+
+def number_rule(what: str, low: float, high: float | None = None, low_open: bool = False) -> str:
+    """The text of a range rule: ``"<what> >= low and <= high"`` (``> low`` when ``low_open``)."""
+    rule = f"{what} {'>' if low_open else '>='} {_limit(low)}"
+    return rule if high is None else f"{rule} and <= {_limit(high)}"
+
+
+def check_number(value: object, path: str, low: float, high: float | None = None, *, what: str = "",
+                 integer: bool = False, low_open: bool = False, where: str = "",
+                 error: type[Exception] = ClusterConfigError) -> float | int:
+    """``value`` as a float (an int with ``integer``) if it is a finite real number (an integer) from ``low``
+    to ``high`` (no upper limit when None; above ``low`` when ``low_open``), else ``error`` naming the range."""
+    rule = number_rule(what or ("an integer" if integer else "a finite number"), low, high, low_open)
+    if not (is_int(value) if integer else is_real(value)):
+        raise bad(path, value, rule, where, error)
+    try:
+        number = float(value)
+    except OverflowError:  # an int too large for a float: past any limit
+        raise bad(path, value, rule, where, error) from None
+    if not math.isfinite(number) or number < low or (low_open and number == low) \
+            or (high is not None and number > high):
+        raise bad(path, value, rule, where, error)
+    return int(value) if integer else number
+
+
+def bytes_per_s(value: object, path: str, where: str = "") -> float:
+    """``value`` as a float if it is a bandwidth in BANDWIDTH_RANGE."""
+    return check_number(value, path, *BANDWIDTH_RANGE, what=BANDWIDTH_RULE, where=where)
 
 
 def seconds(value: object, path: str, where: str = "") -> float:
-    """``value`` as a float if it is a finite number of seconds >= 0."""
-    if not is_real(value) or not math.isfinite(value) or value < 0:
-        raise bad(path, value, LATENCY_RULE, where)
-    return float(value)
+    """``value`` as a float if it is a number of seconds in SECONDS_RANGE."""
+    return check_number(value, path, *SECONDS_RANGE, what=LATENCY_RULE, where=where)
+
+
+def check_device_count(n: int, path: str = "devices") -> None:
+    """Fail when a cluster would have more than MAX_DEVICES devices (checked before any per-device work)."""
+    if n > MAX_DEVICES:
+        raise ClusterConfigError(f"{path}: {n:,} devices; a cluster has at most {MAX_DEVICES:,} (the simulator "
+                                 "keeps n x n link matrices and a route per ordered device pair)")
 
 
 def nonempty_str(value: object, path: str, rule: str = "a non-empty string", where: str = "") -> str:

@@ -11,22 +11,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..opgraph import DEVICE_KINDS
-from .checks import BANDWIDTH_RULE, bad, is_int, is_real, nonempty_str, positive, seconds
+from .checks import (CONCURRENCY_RANGE, FLOPS_RANGE, FRACTION_RANGE, MEMORY_RANGE, bad, bytes_per_s, check_number, is_int,
+                     is_real, nonempty_str, seconds)
 
 
 def device_fields(values: Mapping[str, Any], path: str) -> dict[str, Any]:
-    """Validate and normalise the fields of one device (floats, ints) under ``path``."""
+    """Validate and normalise the fields of one device (floats, ints) under ``path``; each number must lie in
+    its physical range (see ``checks``)."""
     name = nonempty_str(values["name"], f"{path}.name")
     where = f'device "{name}"'
     kind = values["kind"]
-    if kind not in DEVICE_KINDS:
+    if not isinstance(kind, str) or kind not in DEVICE_KINDS:
         raise bad(f"{path}.kind", kind, " or ".join(f'"{k}"' for k in DEVICE_KINDS), where)
     memory = values["memory_bytes"]
-    if not is_real(memory) or not math.isfinite(memory) or memory <= 0 or memory != int(memory):
-        raise bad(f"{path}.memory_bytes", memory, "a positive whole number of bytes", where)
-    concurrency = values["concurrency"]
-    if not is_int(concurrency) or concurrency < 1:
-        raise bad(f"{path}.concurrency", concurrency, "a positive integer (ops that run at once)", where)
+    if is_real(memory) and not is_int(memory) and math.isfinite(memory) and memory == int(memory):
+        memory = int(memory)  # JSON writes large whole numbers as floats (1.2e10)
     tf_device = values["tf_device"]
     if not isinstance(tf_device, str) or not tf_device.startswith("/"):
         raise bad(f"{path}.tf_device", tf_device,
@@ -34,25 +33,22 @@ def device_fields(values: Mapping[str, Any], path: str) -> dict[str, Any]:
     return {
         "name": name,
         "kind": kind,
-        "peak_flops": positive(values["peak_flops"], f"{path}.peak_flops", "a positive number of FLOP/s", where),
-        "memory_bandwidth": positive(values["memory_bandwidth"], f"{path}.memory_bandwidth",
-                                     BANDWIDTH_RULE, where),
-        "memory_bytes": int(memory),
-        "concurrency": int(concurrency),
+        "peak_flops": check_number(values["peak_flops"], f"{path}.peak_flops", *FLOPS_RANGE,
+                                   what="a positive number of FLOP/s", where=where),
+        "memory_bandwidth": bytes_per_s(values["memory_bandwidth"], f"{path}.memory_bandwidth", where),
+        "memory_bytes": check_number(memory, f"{path}.memory_bytes", *MEMORY_RANGE, integer=True,
+                                     what="a positive whole number of bytes", where=where),
+        "concurrency": check_number(values["concurrency"], f"{path}.concurrency", *CONCURRENCY_RANGE, integer=True,
+                                    what="a positive integer (ops that run at once)", where=where),
         "tf_device": tf_device,
         "op_overhead_s": seconds(values.get("op_overhead_s", 0.0), f"{path}.op_overhead_s", where),
-        **{key: _fraction(values.get(key, 1.0), f"{path}.{key}", where) for key in FRACTIONS},
+        **{key: check_number(values.get(key, 1.0), f"{path}.{key}", *FRACTION_RANGE, what="a fraction", where=where)
+           for key in FRACTIONS},
     }
 
 
-# Fields in (0, 1], each 1.0 for an ideal device (see Device).
+# Fields in FRACTION_RANGE, each 1.0 for an ideal device (see Device).
 FRACTIONS = ("compute_efficiency", "memory_efficiency", "op_share")
-
-
-def _fraction(value: object, path: str, where: str) -> float:
-    if not is_real(value) or not 0 < value <= 1:
-        raise bad(path, value, "a number in (0, 1]", where)
-    return float(value)
 
 
 @dataclass(frozen=True)

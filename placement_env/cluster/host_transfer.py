@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .checks import BANDWIDTH_RULE, bad, positive, seconds
+from .checks import bad, bytes_per_s, seconds
 
 HOST_TRANSFER_KEYS = ("per_tensor_s", "bandwidth")
 
@@ -34,7 +34,7 @@ class HostTransfer:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "per_tensor_s", seconds(self.per_tensor_s, "host_transfer.per_tensor_s"))
-        object.__setattr__(self, "bandwidth", positive(self.bandwidth, "host_transfer.bandwidth", BANDWIDTH_RULE))
+        object.__setattr__(self, "bandwidth", bytes_per_s(self.bandwidth, "host_transfer.bandwidth"))
 
     def seconds(self, n_bytes: float) -> float:
         """One end's CPU seconds for a tensor of ``n_bytes``."""

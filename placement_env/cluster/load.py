@@ -60,7 +60,7 @@ def load_cluster(spec: Cluster | str | os.PathLike[str] | Mapping[str, Any]) -> 
         if not n.isdecimal() or not 1 <= int(n) <= MAX_LOCAL_WORKERS:
             raise bad("cluster", text, f'"local:N" with N an integer from 1 to {MAX_LOCAL_WORKERS}')
         return local_cluster(int(n))
-    if os.path.isfile(text):
+    if os.path.exists(text):  # a file; a directory or other path fails there, naming what it is
         return Cluster.load_json(text)
     close = difflib.get_close_matches(text, list(PRESETS), n=1)
     raise UnknownClusterError(

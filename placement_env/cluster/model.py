@@ -25,7 +25,8 @@ import numpy as np
 from ..errors import ClusterConfigError
 from ..opgraph import DEVICE_KINDS  # index = value in Cluster.kinds
 from . import schema
-from .checks import BANDWIDTH_RULE, bad, is_int, nonempty_str, positive, remote_jobs, seconds, show
+from .checks import (BANDWIDTH_RANGE, SECONDS_RANGE, bad, bytes_per_s, check_bool, check_device_count, is_int,
+                     nonempty_str, remote_jobs, seconds, show)
 from .device import Device, check_unique
 from .host_transfer import HostTransfer, check_host_transfer
 from .topology import Routes, Topology, pairwise_routes
@@ -76,6 +77,7 @@ class Cluster:
         devices = tuple(self.devices) if isinstance(self.devices, (list, tuple)) else self.devices
         if not isinstance(devices, tuple) or not devices:
             raise bad("devices", devices, "a non-empty sequence of Device")
+        check_device_count(len(devices))
         for i, device in enumerate(devices):
             if not isinstance(device, Device):
                 raise bad(f"devices[{i}]", device, "a Device")
@@ -102,15 +104,8 @@ class Cluster:
             raise ClusterConfigError("a cluster has either local_workers or a remote_target, not both")
         object.__setattr__(self, "remote_jobs", MappingProxyType(jobs))
         object.__setattr__(self, "transfer_overhead_s", seconds(self.transfer_overhead_s, "transfer_overhead_s"))
-        if not isinstance(self.buffer_forwarding, (bool, np.bool_)):
-            raise bad("buffer_forwarding", self.buffer_forwarding, "true or false")
-        object.__setattr__(self, "buffer_forwarding", bool(self.buffer_forwarding))
-        if not isinstance(self.accumulate_sums, (bool, np.bool_)):
-            raise bad("accumulate_sums", self.accumulate_sums, "true or false")
-        object.__setattr__(self, "accumulate_sums", bool(self.accumulate_sums))
-        if not isinstance(self.update_traffic, (bool, np.bool_)):
-            raise bad("update_traffic", self.update_traffic, "true or false")
-        object.__setattr__(self, "update_traffic", bool(self.update_traffic))
+        for key in ("buffer_forwarding", "accumulate_sums", "update_traffic"):
+            object.__setattr__(self, key, check_bool(getattr(self, key), key))
         check_host_transfer(self.host_transfer, [d.kind for d in devices], [d.name for d in devices])
         if self.topology is not None:
             self._check_topology()
@@ -320,25 +315,26 @@ def topology_cluster(name: str, devices: Sequence[Device], topology: Topology, *
 
 
 def _link_matrix(key: str, value: object, devices: tuple[Device, ...]) -> np.ndarray:
-    """``value`` as a read-only float64 n x n matrix of valid ``key`` ("bandwidth" or "latency") links."""
+    """``value`` as a read-only float64 n x n matrix of valid ``key`` ("bandwidth" or "latency") links: the
+    diagonal ``inf`` (bandwidth) or ``0`` (latency), every other entry in BANDWIDTH_RANGE or SECONDS_RANGE."""
     n = len(devices)
     diagonal = math.inf if key == "bandwidth" else 0.0
     try:
         matrix = np.array(value, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, OverflowError) as exc:
         raise ClusterConfigError(f"{key}: must be an {n} x {n} matrix of numbers ({exc})") from None
     if matrix.shape != (n, n):
         raise ClusterConfigError(f"{key}: shape {matrix.shape} must be ({n}, {n}), one row and column per device")
-    for i in range(n):
-        for j in range(n):
-            entry, where = float(matrix[i, j]), f'from "{devices[i].name}" to "{devices[j].name}"'
-            if i == j:
-                if entry != diagonal:
-                    raise bad(f"{key}[{i}, {j}]", entry, f"{diagonal} on the diagonal", where)
-            elif key == "bandwidth":
-                positive(entry, f"{key}[{i}, {j}]", BANDWIDTH_RULE, where)
-            else:
-                seconds(entry, f"{key}[{i}, {j}]", where)
+    low, high = BANDWIDTH_RANGE if key == "bandwidth" else SECONDS_RANGE
+    with np.errstate(invalid="ignore"):
+        wrong = np.where(np.eye(n, dtype=bool), matrix != diagonal, ~((matrix >= low) & (matrix <= high)))
+    if wrong.any():  # the first wrong entry in row order, with the rule it breaks
+        i, j = (int(k) for k in np.argwhere(wrong)[0])
+        entry, where = float(matrix[i, j]), f'from "{devices[i].name}" to "{devices[j].name}"'
+        if i == j:
+            raise bad(f"{key}[{i}, {j}]", entry, f"{diagonal} on the diagonal", where)
+        check = bytes_per_s if key == "bandwidth" else seconds
+        check(entry, f"{key}[{i}, {j}]", where)  # raises: the entry is outside the range
     matrix.setflags(write=False)
     return matrix
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import ClusterConfigError, ClusterUnreachableError
 from ..opgraph import DEVICE_KINDS
-from .checks import bad, is_int, is_real, remote_jobs, show, split_address
+from .checks import MEMORY_RANGE, bad, check_bool, check_number, remote_jobs, show, split_address
 from .device import Device
 from .hardware import CPU_OP_OVERHEAD_S, GB, GIB, GPU_OP_OVERHEAD_S, PCIE3
 from .model import Cluster, linked_cluster
@@ -149,16 +149,16 @@ def cluster_from_spec(spec: Any, *, job: str | None = None, probe: bool = True, 
     within a task and 10 GbE-like between tasks, until calibration measures them.
     """
     jobs = spec_jobs(spec)
-    if job is not None and job not in jobs:
+    if job is not None and (not isinstance(job, str) or job not in jobs):
         raise bad("job", job, f"a job of the cluster spec: {', '.join(jobs)}")
     master_job = job if job is not None else ("worker" if "worker" in jobs else next(iter(jobs)))
     target = f"grpc://{jobs[master_job][0]}"
     wanted = {job: jobs[job]} if job is not None else jobs
-    if not is_real(timeout_s) or not timeout_s > 0:
-        raise bad("timeout_s", timeout_s, "a positive number of seconds")
-    if cpu_memory_bytes is not None and (not is_int(cpu_memory_bytes) or cpu_memory_bytes <= 0):
-        raise bad("cpu_memory_bytes", cpu_memory_bytes, "a positive whole number of bytes")
-    if probe:
+    check_number(timeout_s, "timeout_s", 0, what="a finite number of seconds", low_open=True)
+    if cpu_memory_bytes is not None:
+        check_number(cpu_memory_bytes, "cpu_memory_bytes", *MEMORY_RANGE, what="a positive whole number of bytes",
+                     integer=True)
+    if check_bool(probe, "probe"):
         deadline = time.monotonic() + float(timeout_s)
         _check_reachable(jobs, deadline)
         listed = _list_devices(target, max(deadline - time.monotonic(), 0.5))

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..errors import ClusterConfigError
 from ..opgraph import DEVICE_KINDS
-from .checks import BANDWIDTH_RULE, bad, nonempty_str, positive, seconds, show
+from .checks import bad, bytes_per_s, check_bool, check_device_count, nonempty_str, seconds, show
 from .device import FRACTIONS, Device, check_unique, device_fields
 from .host_transfer import HostTransfer
 from .topology import Link as TopologyLink
@@ -200,6 +200,7 @@ def _devices(raw_devices: object) -> list[Device]:
     """The devices of the JSON form; a missing ``tf_device`` is the next device of its kind on this host."""
     if not isinstance(raw_devices, list) or not raw_devices:
         raise bad("devices", raw_devices, "a non-empty list of device objects")
+    check_device_count(len(raw_devices))
     devices: list[Device] = []
     per_kind: Counter[str] = Counter()
     for i, raw in enumerate(raw_devices):
@@ -215,12 +216,39 @@ def _devices(raw_devices: object) -> list[Device]:
 
 def from_json(cls: type[C], text: str) -> C:
     """Parse the JSON form (see ``from_dict``)."""
+    if not isinstance(text, str):
+        raise bad("cluster JSON", text, "a str of JSON text (to read a file, use Cluster.load_json(path))")
     return from_dict(cls, parse_json(text, "cluster JSON"))
 
 
+# A cluster file's largest size. The JSON form of MAX_DEVICES devices under a topology or a default link
+# takes under 1 MiB; one that lists a link for each pair of them (both directions alike) about 55 MiB.
+# Parsing JSON takes several times the text's size in memory, so a larger file is refused unread.
+MAX_FILE_BYTES = 64 * 2**20
+
+
 def load_json(cls: type[C], path: str | os.PathLike[str]) -> C:
-    """Read a cluster JSON file; errors are prefixed with the file name."""
-    data = parse_json(Path(path).read_text(encoding="utf-8"), str(path))
+    """Read a cluster JSON file (UTF-8 text, at most MAX_FILE_BYTES); errors are prefixed with the file name."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise bad("path", path, "a str or os.PathLike naming a cluster .json file")
+    if not os.path.isfile(path):
+        what = "is a directory" if os.path.isdir(path) else "is not a regular file" if os.path.exists(path) \
+            else "no such file"
+        raise ClusterConfigError(f"{path}: {what}; expected a cluster .json file (the JSON form Cluster.save writes)")
+    try:
+        size = os.path.getsize(path)
+        if size > MAX_FILE_BYTES:
+            raise ClusterConfigError(f"{path}: {size:,} bytes; a cluster JSON file has at most {MAX_FILE_BYTES:,} "
+                                     f"bytes ({MAX_FILE_BYTES // 2**20} MiB)")
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ClusterConfigError(f"{path}: cannot read the cluster file ({exc.strerror or exc})") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ClusterConfigError(f"{path}: not UTF-8 JSON text (byte {exc.start:,} is 0x{data[exc.start]:02x}); "
+                                 "a cluster file is the JSON form that Cluster.save writes") from None
+    data = parse_json(text, str(path))
     try:
         return from_dict(cls, data)
     except ClusterConfigError as exc:
@@ -231,7 +259,9 @@ def parse_json(text: str, source: str) -> Any:
     """``json.loads(text)``, failing with a ClusterConfigError that names ``source``."""
     try:
         return json.loads(text)
-    except json.JSONDecodeError as exc:
+    except RecursionError:
+        raise ClusterConfigError(f"{source}: not valid JSON: nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, or an integer of more digits than Python converts
         raise ClusterConfigError(f"{source}: not valid JSON: {exc}") from None
 
 
@@ -239,7 +269,7 @@ def _default_link(data: dict) -> Link | None:
     if "default_link" not in data:
         return None
     raw = check_keys(data["default_link"], "default_link", ("bandwidth", "latency"), ())
-    return (positive(raw["bandwidth"], "default_link.bandwidth", BANDWIDTH_RULE),
+    return (bytes_per_s(raw["bandwidth"], "default_link.bandwidth"),
             seconds(raw["latency"], "default_link.latency"))
 
 
@@ -282,7 +312,7 @@ def _link(raw: object, path: str, index: dict[str, int], default: Link | None) -
     raw = check_keys(raw, path, LINK_REQUIRED, LINK_OPTIONAL)
     ends = []
     for key in ("src", "dst"):
-        if raw[key] not in index:
+        if not isinstance(raw[key], str) or raw[key] not in index:
             raise bad(f"{path}.{key}", raw[key], f"the name of a device of this cluster: {', '.join(index)}")
         ends.append(index[raw[key]])
     src, dst = ends
@@ -292,13 +322,11 @@ def _link(raw: object, path: str, index: dict[str, int], default: Link | None) -
     values = []
     for pos, key in enumerate(("bandwidth", "latency")):
         if key in raw:
-            values.append(positive(raw[key], f"{path}.{key}", BANDWIDTH_RULE, where) if pos == 0
+            values.append(bytes_per_s(raw[key], f"{path}.{key}", where) if pos == 0
                           else seconds(raw[key], f"{path}.{key}", where))
         elif default is not None:
             values.append(default[pos])
         else:
             raise ClusterConfigError(f'{path}: missing key "{key}" and there is no default_link to fall back on')
-    bidirectional = raw.get("bidirectional", True)
-    if not isinstance(bidirectional, bool):
-        raise bad(f"{path}.bidirectional", bidirectional, "true or false", where)
+    bidirectional = check_bool(raw.get("bidirectional", True), f"{path}.bidirectional", where)
     return src, dst, (values[0], values[1]), bidirectional

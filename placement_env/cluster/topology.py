@@ -26,7 +26,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import ClusterConfigError
-from .checks import BANDWIDTH_RULE, bad, nonempty_str, positive, seconds
+from .checks import MAX_SWITCHES, MAX_TOPOLOGY_LINKS, bad, bytes_per_s, nonempty_str, seconds
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class Link:
         nonempty_str(self.b, "link.b", where=where)
         if self.a == self.b:
             raise bad("link.b", self.b, "a node other than link.a (a link joins two nodes)", where)
-        object.__setattr__(self, "bandwidth", positive(self.bandwidth, "link.bandwidth", BANDWIDTH_RULE, where))
+        object.__setattr__(self, "bandwidth", bytes_per_s(self.bandwidth, "link.bandwidth", where))
         object.__setattr__(self, "latency", seconds(self.latency, "link.latency", where))
         if not isinstance(self.label, str):
             raise bad("link.label", self.label, "a string", where)
@@ -82,8 +82,13 @@ class Topology:
     links: tuple[Link, ...]
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "switches", tuple(self.switches))
-        object.__setattr__(self, "links", tuple(self.links))
+        for key, most in (("switches", MAX_SWITCHES), ("links", MAX_TOPOLOGY_LINKS)):
+            if not isinstance(getattr(self, key), (list, tuple)):
+                raise bad(f"topology.{key}", getattr(self, key), f"a list of {'names' if key == 'switches' else 'Link'}")
+            object.__setattr__(self, key, tuple(getattr(self, key)))
+            if len(getattr(self, key)) > most:
+                raise ClusterConfigError(f"topology.{key}: {len(getattr(self, key)):,} {key}; a topology has at most "
+                                         f"{most:,} (every device's routes are searched over them)")
         for i, name in enumerate(self.switches):
             nonempty_str(name, f"topology.switches[{i}]")
         if len(set(self.switches)) != len(self.switches):
@@ -106,7 +111,7 @@ class Topology:
                     raise bad(f"topology.links[{i}].{end}", getattr(link, end),
                               f"a device or switch of this cluster: {', '.join(nodes)}")
         if device_names:
-            hops = self._hops(nodes, 0)
+            hops = self._hops(self._adjacency(nodes), 0)
             unreachable = [name for k, name in enumerate(device_names) if hops[k] < 0]
             if unreachable:
                 raise ClusterConfigError(f"topology: no route from device \"{device_names[0]}\" to "
@@ -122,11 +127,12 @@ class Topology:
             adjacent[b].append((a, k, 1))
         return adjacent
 
-    def _hops(self, nodes: Sequence[str], source: int) -> list[int]:
-        hops = [-1] * len(nodes)
+    @staticmethod
+    def _hops(adjacent: list[list[tuple[int, int, int]]], source: int) -> list[int]:
+        """Per node: the fewest links from ``source`` (-1 where unreachable)."""
+        hops = [-1] * len(adjacent)
         hops[source] = 0
         queue = deque([source])
-        adjacent = self._adjacency(nodes)
         while queue:
             node = queue.popleft()
             for neighbour, _, _ in adjacent[node]:
@@ -135,57 +141,60 @@ class Topology:
                     queue.append(neighbour)
         return hops
 
+    def _routes_to(self, adjacent: list[list[tuple[int, int, int]]],
+                   dst: int) -> tuple[list[list[int]], list[float], list[float]]:
+        """Per node: its route to node ``dst`` as resources (``2 * link + direction``), the route's bottleneck
+        bandwidth and its largest link latency (``[]``, inf and 0 at ``dst``).
+
+        Each hop leads one step closer (fewest hops); among those, to the widest bottleneck over the rest of
+        the route; then the first in link order. Nodes are visited nearest first, so the rest of the route
+        from the next hop is known when a node takes its hop.
+        """
+        to_dst = self._hops(adjacent, dst)
+        link_bandwidth = [link.bandwidth for link in self.links]
+        link_latency = [link.latency for link in self.links]
+        path: list[list[int]] = [[] for _ in adjacent]
+        widest = [0.0] * len(adjacent)
+        slowest = [0.0] * len(adjacent)
+        widest[dst] = math.inf
+        for node in sorted(range(len(adjacent)), key=to_dst.__getitem__):
+            if to_dst[node] <= 0:
+                continue
+            options = [(n, k, d) for n, k, d in adjacent[node] if to_dst[n] == to_dst[node] - 1]
+            neighbour, link, direction = max(options, key=lambda o: (min(link_bandwidth[o[1]], widest[o[0]]), -o[1]))
+            path[node] = [2 * link + direction, *path[neighbour]]
+            widest[node] = min(link_bandwidth[link], widest[neighbour])
+            slowest[node] = max(link_latency[link], slowest[neighbour])
+        return path, widest, slowest
+
     def route(self, device_names: Sequence[str], src: int, dst: int) -> list[tuple[int, int]]:
         """(link index, direction) along the route from device ``src`` to device ``dst``.
 
         Fewest hops; among those, the widest bottleneck; then the first in link order.
         """
-        nodes = [*device_names, *self.switches]
-        adjacent = self._adjacency(nodes)
-        to_dst = self._hops(nodes, dst)
-        # Walk from src towards dst, one hop closer each step; at a fork keep the path whose
-        # bottleneck (over the whole remaining route) is widest, found by a widest-path pass.
-        widest = self._widest_to(dst, nodes, adjacent, to_dst)
-        path, node = [], src
-        while node != dst:
-            options = [(n, k, d) for n, k, d in adjacent[node] if to_dst[n] == to_dst[node] - 1]
-            best = max(options, key=lambda o: (min(self.links[o[1]].bandwidth, widest[o[0]]), -o[1]))
-            path.append((best[1], best[2]))
-            node = best[0]
-        return path
-
-    def _widest_to(self, dst: int, nodes: Sequence[str], adjacent: list, to_dst: list[int]) -> list[float]:
-        """Per node: the widest bottleneck over its shortest routes to ``dst``."""
-        widest = [0.0] * len(nodes)
-        widest[dst] = math.inf
-        for node in sorted(range(len(nodes)), key=lambda k: to_dst[k]):
-            if to_dst[node] <= 0:
-                continue
-            widest[node] = max((min(self.links[k].bandwidth, widest[n]) for n, k, _ in adjacent[node]
-                                if to_dst[n] == to_dst[node] - 1), default=0.0)
-        return widest
+        path = self._routes_to(self._adjacency([*device_names, *self.switches]), dst)[0][src]
+        return [divmod(resource, 2) for resource in path]
 
     def routes(self, device_names: Sequence[str]) -> Routes:
         """Every ordered device pair's route, bottleneck bandwidth and largest link latency, as arrays."""
         n = len(device_names)
-        pointer = np.zeros(n * n + 1, np.int64)
-        resources: list[int] = []
-        bandwidth = np.full((n, n), np.inf)
-        latency = np.zeros((n, n))
-        for src in range(n):
-            for dst in range(n):
-                if src != dst:
-                    path = self.route(device_names, src, dst)
-                    resources.extend(2 * k + d for k, d in path)
-                    bandwidth[src, dst] = min(self.links[k].bandwidth for k, _ in path)
-                    latency[src, dst] = max(self.links[k].latency for k, _ in path)
-                pointer[src * n + dst + 1] = len(resources)
+        adjacent = self._adjacency([*device_names, *self.switches])
+        bandwidth = np.empty((n, n))
+        latency = np.empty((n, n))
+        paths = []
+        for dst in range(n):
+            path, widest, slowest = self._routes_to(adjacent, dst)
+            paths.append(path)
+            bandwidth[:, dst], latency[:, dst] = widest[:n], slowest[:n]
+        lengths = np.array([[len(paths[dst][src]) for dst in range(n)] for src in range(n)], np.int64).reshape(-1)
+        pointer = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        resources = np.array([r for src in range(n) for dst in range(n) for r in paths[dst][src]], np.int64)
         names = tuple(f"{end_a} -> {end_b}" for link in self.links
                       for end_a, end_b in ((link.a, link.b), (link.b, link.a)))
         resource_bandwidth = np.repeat([link.bandwidth for link in self.links], 2).astype(np.float64)
         resource_latency = np.repeat([link.latency for link in self.links], 2).astype(np.float64)
-        return Routes(_frozen(pointer), _frozen(np.array(resources, np.int64)), _frozen(bandwidth),
-                      _frozen(latency), _frozen(resource_bandwidth), _frozen(resource_latency), names)
+        return Routes(_frozen(pointer), _frozen(resources), _frozen(bandwidth), _frozen(latency),
+                      _frozen(resource_bandwidth), _frozen(resource_latency), names)
 
     def describe(self, device_names: Sequence[str]) -> list[str]:
         """Lines for ``placement-env cluster``: the links, then each device's route to the others."""
