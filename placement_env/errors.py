@@ -83,9 +83,10 @@ class InvalidActionError(PlacementEnvError, ValueError):
     """An env action of the wrong shape, type or range for the env's action space."""
 
 
-class ArgumentError(PlacementEnvError, ValueError):
+class ArgumentError(PlacementEnvError, ValueError, TypeError):
     """A keyword or argument of a public function (an env keyword, a budget, a seed, a runtime name) of
-    the wrong type or outside its accepted range."""
+    the wrong type or outside its accepted range; a ValueError and a TypeError, so that either except
+    clause catches it."""
 
 
 class GraphMismatchError(PlacementEnvError, ValueError):
@@ -107,9 +108,9 @@ class DriverError(PlacementEnvError, RuntimeError):
 
 
 class SideEffectOpError(PlacementEnvError, ValueError):
-    """A graph sent to measured workers holds ops that act outside the training step (write or read
-    host files, print, run Python, open network connections, end the process); ``ops`` lists
-    them as (node, op type, what it does)."""
+    """A graph sent to measured workers holds ops that are not on the allowlist of a training step's ops
+    (among them those that write or read host files, print, run Python, open network connections or
+    end the process); ``ops`` lists them as (node, op type, refused family or why not listed)."""
 
     def __init__(self, message: str, ops: tuple[tuple[str, str, str], ...] = ()) -> None:
         super().__init__(message)
