@@ -213,7 +213,7 @@ def test_update_traffic_is_an_option_written_only_when_on():
     assert Cluster.from_json(on.to_json()) == on != k80 and hash(on) != hash(k80)
     assert pickle.loads(pickle.dumps(on)) == on
     assert "memory traffic" in on.describe()
-    with pytest.raises(ClusterConfigError, match='update_traffic = "yes": must be true or false'):
+    with pytest.raises(ClusterConfigError, match='update_traffic = "yes": must be True or False'):
         dataclasses.replace(k80, update_traffic="yes")
     with pytest.raises(ClusterConfigError, match=r"update_traffic"):
         Cluster.from_dict({**small(), "update_traffic": 1})

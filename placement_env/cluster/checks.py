@@ -1,11 +1,11 @@
 """Value rules shared by every part of the cluster package, and the argument checks of the layers above it.
 
-Every check raises an error (``ClusterConfigError`` unless told another) naming the path of the bad
-value (``devices[1].kind``), the value as JSON would show it, where it sits (``device "gpu:0"``) and
-the rule it breaks, so a user can fix a cluster JSON file, a constructor call, a TF cluster spec or a
-keyword argument from the message alone. :func:`check_bool` and :func:`check_number` are the one
-boolean and the one numeric range check; the env, ``Problem`` and ``evaluate`` call them with
-``error=ArgumentError``.
+Every check raises a ``ClusterConfigError`` (:func:`bad`) naming the path of the bad value
+(``devices[1].kind``), the value as JSON would show it, where it sits (``device "gpu:0"``) and the rule
+it breaks, so a user can fix a cluster JSON file, a constructor call or a TF cluster spec from the
+message alone. :func:`check_bool` and :func:`check_number` are the one boolean and the one numeric
+range check of the package; the layers above (the env, ``Problem``, ``evaluate``) call them with
+``error=bad_argument``, which raises ``ArgumentError`` as ``name=value; expected rule``.
 
 The physical limits below bound every numeric field of a cluster. They are generous (orders of
 magnitude past any machine built, and past what calibration may fit: it scales rates by up to 1,000 either
@@ -18,11 +18,11 @@ import json
 import math
 import numbers
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 
-from ..errors import ClusterConfigError
+from ..errors import ArgumentError, ClusterConfigError
 
 # One device's fp32 FLOP/s: from 1 kFLOP/s to 1 EFLOP/s (today's largest chips reach about 1e15).
 FLOPS_RANGE = (1e3, 1e18)
@@ -53,20 +53,28 @@ ADDRESS_RULE = 'a "host:port" string with a port from 1 to 65535'
 SHOWN_CHARS = 200  # a value longer than this as JSON is cut in messages
 
 
-def show(value: object) -> str:
-    """A value as it would look in JSON where possible, else its repr; cut after SHOWN_CHARS characters."""
-    try:
-        text = json.dumps(value)
-    except (TypeError, ValueError, RecursionError):
-        text = repr(value)
+def _cut(text: str) -> str:
     return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "..."
 
 
-def bad(path: str, value: object, rule: str, where: str = "",
-        error: type[Exception] = ClusterConfigError) -> Exception:
-    """The ``error`` for ``value`` at ``path`` (in ``where``), which must be ``rule``."""
+def show(value: object) -> str:
+    """A value as it would look in JSON where possible, else its repr; cut after SHOWN_CHARS characters."""
+    try:
+        return _cut(json.dumps(value))
+    except (TypeError, ValueError, RecursionError):
+        return _cut(repr(value))
+
+
+def bad(path: str, value: object, rule: str, where: str = "") -> ClusterConfigError:
+    """The error for ``value`` at ``path`` of a cluster (in ``where``), which must be ``rule``."""
     loc = f" ({where})" if where else ""
-    return error(f"{path} = {show(value)}{loc}: must be {rule}")
+    return ClusterConfigError(f"{path} = {show(value)}{loc}: must be {rule}")
+
+
+def bad_argument(name: str, value: object, rule: str, where: str = "") -> ArgumentError:
+    """The error for keyword argument ``name`` (of ``where``) given ``value``, which must be ``rule``."""
+    loc = f" (of {where})" if where else ""
+    return ArgumentError(f"{name}={_cut(repr(value))}{loc}; expected {rule}")
 
 
 def is_real(value: object) -> bool:
@@ -79,10 +87,13 @@ def is_int(value: object) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_))
 
 
-def check_bool(value: object, path: str, where: str = "", error: type[Exception] = ClusterConfigError) -> bool:
+Failure = Callable[[str, object, str, str], Exception]  # (path, value, rule, where) -> the error to raise
+
+
+def check_bool(value: object, path: str, where: str = "", error: Failure = bad) -> bool:
     """``value`` as a bool if it is a Python or numpy bool (a string such as ``"no"`` is refused, not truthy)."""
     if not isinstance(value, (bool, np.bool_)):
-        raise bad(path, value, "true or false (a bool)", where, error)
+        raise error(path, value, "True or False", where)
     return bool(value)
 
 
@@ -100,20 +111,21 @@ def number_rule(what: str, low: float, high: float | None = None, low_open: bool
 
 
 def check_number(value: object, path: str, low: float, high: float | None = None, *, what: str = "",
-                 integer: bool = False, low_open: bool = False, where: str = "",
-                 error: type[Exception] = ClusterConfigError) -> float | int:
+                 integer: bool = False, low_open: bool = False, rule: str = "", where: str = "",
+                 error: Failure = bad) -> float | int:
     """``value`` as a float (an int with ``integer``) if it is a finite real number (an integer) from ``low``
-    to ``high`` (no upper limit when None; above ``low`` when ``low_open``), else ``error`` naming the range."""
-    rule = number_rule(what or ("an integer" if integer else "a finite number"), low, high, low_open)
+    to ``high`` (no upper limit when None; above ``low`` when ``low_open``), else ``error(path, value, rule,
+    where)``; ``rule`` defaults to ``number_rule(what, low, high)``."""
+    rule = rule or number_rule(what or ("an integer" if integer else "a finite number"), low, high, low_open)
     if not (is_int(value) if integer else is_real(value)):
-        raise bad(path, value, rule, where, error)
+        raise error(path, value, rule, where)
     try:
         number = float(value)
     except OverflowError:  # an int too large for a float: past any limit
-        raise bad(path, value, rule, where, error) from None
+        raise error(path, value, rule, where) from None
     if not math.isfinite(number) or number < low or (low_open and number == low) \
             or (high is not None and number > high):
-        raise bad(path, value, rule, where, error)
+        raise error(path, value, rule, where)
     return int(value) if integer else number
 
 
