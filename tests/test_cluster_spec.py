@@ -72,7 +72,7 @@ def _inside_namespace() -> dict:
 def report():
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p),
                TF_CPP_MIN_LOG_LEVEL="2")
-    out = subprocess.run([*unshare_command(), sys.executable, os.path.abspath(__file__), "--inside"],
+    out = subprocess.run([*unshare_command()[0], sys.executable, os.path.abspath(__file__), "--inside"],
                          capture_output=True, text=True, timeout=600, env=env, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-4000:]
     return json.loads(out.stdout.strip().splitlines()[-1])

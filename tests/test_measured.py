@@ -63,12 +63,12 @@ def test_invalid_placement_raises_before_any_worker_starts(graph, cluster):
 
 
 def test_refuses_exposed_workers_without_consent(monkeypatch):
-    monkeypatch.setattr("placement_env.runtime.workers.unshare_command", lambda: None)
+    monkeypatch.setattr("placement_env.runtime.workers.unshare_command", lambda: ([], "not allowed in this test"))
     with pytest.raises(IsolationError, match="allow_exposed_workers"):
         LocalWorkers(2)
     with pytest.raises(IsolationError):
         LocalWorkers(2, isolate=False)
-    with pytest.warns(RuntimeWarning, match="WITHOUT network isolation"):
+    with pytest.warns(RuntimeWarning, match="WITHOUT isolation"):
         LocalWorkers(2, allow_exposed_workers=True)  # not started
 
 
@@ -118,7 +118,7 @@ def test_workers_unreachable_from_host_namespace(runtime, graph):
 def test_worker_killed_mid_run_is_an_infrastructure_failure_then_recovers(runtime, graph):
     runtime.workers.start()
     victim = runtime.workers.worker_pids[1]
-    driver = runtime.workers.pid
+    driver, group = runtime.workers.pid, runtime.workers.process_group
     steps = runtime.steps
     runtime.steps, runtime.retries = 100_000, 0  # long enough to be killed mid-run; no retry
     timer = threading.Timer(1.5, os.kill, (victim, signal.SIGKILL))
@@ -132,7 +132,7 @@ def test_worker_killed_mid_run_is_an_infrastructure_failure_then_recovers(runtim
     assert not m.ok and m.failure == "infrastructure" and m.infrastructure_failure, (m.failure, m.message)
     assert "died" in m.message and "failed on 1 try" in m.message
     assert time.monotonic() - begin < 30
-    assert not _group_members(driver) and not alive(victim)
+    assert not _group_members(group) and not alive(victim) and not alive(driver)
     _assert_ok(runtime.measure(graph, _split(graph)))
     assert runtime.workers.pid != driver
 
@@ -161,13 +161,13 @@ def _measure_once(runtime, graph, *, timeout_s):
 @needs_netns
 def test_stopped_worker_is_noticed_at_once_and_retried_on_fresh_workers(runtime, graph):
     runtime.workers.start()
-    stopped, driver, starts = runtime.workers.worker_pids[1], runtime.workers.pid, runtime.workers.starts
+    stopped, group, starts = runtime.workers.worker_pids[1], runtime.workers.process_group, runtime.workers.starts
     os.kill(stopped, signal.SIGSTOP)
     begin = time.monotonic()
     m = _measure_once(runtime, graph, timeout_s=30)
     assert m.failure == "infrastructure" and f"pid {stopped} is stopped" in m.message, (m.failure, m.message)
     assert time.monotonic() - begin < 5  # noticed, not waited out
-    assert not _group_members(driver) and not alive(stopped)
+    assert not _group_members(group) and not alive(stopped)
     runtime.workers.start()
     os.kill(runtime.workers.worker_pids[0], signal.SIGSTOP)
     m = runtime.measure(graph, _split(graph), timeout_s=30)  # two retries left: the second try runs
@@ -212,14 +212,14 @@ def test_default_timeout_scales_with_the_graph(cluster, graph):
 @needs_netns
 def test_hung_driver_is_killed_then_recovers(runtime, graph):
     runtime.workers.start()
-    driver = runtime.workers.pid
+    driver, group = runtime.workers.pid, runtime.workers.process_group
     os.kill(driver, signal.SIGSTOP)
     begin = time.monotonic()
     m = _measure_once(runtime, graph, timeout_s=2.0)
     assert not m.ok and m.failure == "infrastructure", (m.failure, m.message)
     assert "no answer within 2 s" in m.message
     assert time.monotonic() - begin < 2.0 + runtime.margin_s + 2  # the timeout holds, with the default margin
-    assert not _group_members(driver)
+    assert not _group_members(group) and not alive(driver)
     _assert_ok(runtime.measure(graph, _split(graph)))
 
 
@@ -228,9 +228,9 @@ def test_hung_driver_is_killed_then_recovers(runtime, graph):
 def test_close_leaves_no_processes(cluster, graph):
     with MeasuredRuntime(cluster) as rt:
         _assert_ok(rt.measure(graph, np.zeros(graph.n_groups, dtype=int)))
-        driver, workers = rt.workers.pid, rt.workers.worker_pids
-        assert set(workers) <= set(_group_members(driver))
+        driver, group, workers = rt.workers.pid, rt.workers.process_group, rt.workers.worker_pids
+        assert {driver, *workers} <= set(_group_members(group))
     assert not rt.workers.running
-    assert not _group_members(driver)
+    assert not _group_members(group)
     assert not any(alive(pid) for pid in [driver, *workers])
     assert driver not in child_pids(os.getpid())

@@ -51,10 +51,10 @@ def assert_hard_constraints(graph: pe.OpGraph) -> None:
 def _netns_allowed() -> bool:
     from placement_env.runtime.workers import unshare_command
 
-    return unshare_command() is not None
+    return bool(unshare_command()[0])
 
 
-needs_netns = pytest.mark.skipif(not _netns_allowed(), reason="no private network namespace (unshare) on this machine")
+needs_netns = pytest.mark.skipif(not _netns_allowed(), reason="no private namespaces and root for workers (unshare) on this machine")
 
 
 def live_processes_where(field: int, value: int) -> list[int]:

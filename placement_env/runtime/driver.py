@@ -3,10 +3,11 @@
 :class:`DriverProcess` starts the driver, speaks its request protocol (framed by :mod:`.protocol`)
 with a deadline on every read and write, and kills the driver's whole process group when it
 crashes, times out or is closed; the next request starts a fresh one. It refuses graphs with ops
-that act outside the step (:mod:`.side_effects`) before sending them, and tells failures of the
+that are not on the allowlist of a training step's ops (:mod:`.allowlist`) before sending them, and tells failures of the
 machinery (``"infrastructure"`` in an answer) from failures of the placement. Two kinds of driver:
-:class:`LocalWorkers` starts N ``tf.distribute.Server`` workers of its own inside a private network
-namespace (see :mod:`.workers`); :class:`RemoteDriver` starts none and measures on the user's
+:class:`LocalWorkers` starts N ``tf.distribute.Server`` workers of its own inside private network,
+mount and pid namespaces and a private root (see :mod:`.workers`), and checks the driver's report of
+them before it sends anything; :class:`RemoteDriver` starts none and measures on the user's
 running TF cluster. Every driver still running when Python exits is closed.
 """
 from __future__ import annotations
@@ -25,8 +26,8 @@ from typing import Any
 
 from ..errors import DriverError, IsolationError
 from .protocol import LENGTH, encode
-from .side_effects import refuse_side_effects
-from .workers import isolation_prefix, kill_process_tree, unresponsive
+from .allowlist import refuse_unlisted_ops
+from .workers import check_private_root, host_pids, isolation_prefix, kill_process_tree, own_namespace, unresponsive
 
 START_TIMEOUT_S = 120.0  # driver + workers importing TF on a loaded 2-core machine
 # How long past a measurement's own timeout the parent waits for the driver's answer: the driver
@@ -56,12 +57,12 @@ def _close_all() -> None:
 class DriverProcess:
     """One ``local_driver`` process and its request protocol; a context manager.
 
-    Subclasses say how to run it: :class:`LocalWorkers` (N workers of its own, in a private network
-    namespace) and :class:`RemoteDriver` (no workers; the user's running TF cluster).
+    Subclasses say how to run it: :class:`LocalWorkers` (N workers of its own, in private namespaces
+    and a private root) and :class:`RemoteDriver` (no workers; the user's running TF cluster).
     """
 
-    _prefix: list[str] = []  # command prefix (unshare ...); empty: run in this network namespace
-    isolated = False  # the driver runs in a private network namespace
+    _prefix: list[str] = []  # command prefix (unshare ...); empty: run in this process's namespaces
+    isolated = False  # the driver runs in private namespaces and a private root
 
     def __init__(self) -> None:
         self._proc: subprocess.Popen | None = None
@@ -92,7 +93,15 @@ class DriverProcess:
 
     @property
     def pid(self) -> int | None:
-        """Process id (and process group id) of the current driver."""
+        """The host's process id of the current driver (inside private namespaces, the child of the
+        ``unshare`` process that leads the group)."""
+        if self._proc is None:
+            return None
+        return int(self.hello.get("driver_pid", self._proc.pid))
+
+    @property
+    def process_group(self) -> int | None:
+        """Process group id of the current driver, its workers and (when isolated) the ``unshare`` that leads them."""
         return self._proc.pid if self._proc is not None else None
 
     @property
@@ -128,13 +137,27 @@ class DriverProcess:
                 message = header.get("message", header)
                 log = self._log_tail()
                 self._kill()
+                if header.get("isolation"):
+                    raise IsolationError(f"local driver could not isolate its workers: {message}")
                 raise DriverError(f"local driver did not start: {message}\n{log}")
-            if self.isolated and set(header.get("interfaces", [])) - {"lo"}:
-                self._kill()
-                raise IsolationError(f"driver namespace has interfaces {header['interfaces']}, expected only lo")
+            if self.isolated:
+                self._check_isolation(header)
+                inside = [*header.get("worker_pids", []), header.get("pid", 1)]
+                *header["worker_pids"], header["driver_pid"] = host_pids(self._proc.pid, inside)
             self.hello = header
             self.starts += 1
             self.last_start_s = time.perf_counter() - begin
+
+    def _check_isolation(self, hello: dict) -> None:
+        """IsolationError (after killing the driver) unless its hello shows only loopback and a sealed
+        private root in a mount namespace of its own."""
+        try:
+            if set(hello.get("interfaces", [])) - {"lo"}:
+                raise IsolationError(f"driver namespace has interfaces {hello['interfaces']}, expected only lo")
+            check_private_root(hello.get("filesystem"), own_namespace())
+        except IsolationError:
+            self._kill()
+            raise
 
     def close(self) -> None:
         """Stop the driver and its workers (gracefully, then by killing the process group)."""
@@ -150,9 +173,10 @@ class DriverProcess:
 
     def _kill(self) -> None:
         """SIGKILL the driver's process group (driver and workers) and reap the driver."""
+        driver = self.pid
         proc, self._proc = self._proc, None
         if proc is not None:
-            kill_process_tree(proc, self.worker_pids)
+            kill_process_tree(proc, [*self.worker_pids, *([driver] if driver != proc.pid else [])])
         if self._log is not None:
             self._log.close()
             self._log = None
@@ -250,7 +274,8 @@ class DriverProcess:
 
     def measure(self, graph_def: bytes, devices: dict[str, str], *, train_op: str, init_op: str = "",
                 feeds: Any = (), steps: int = 10, timeout_s: float = 600.0,
-                margin_s: float = TIMEOUT_MARGIN_S, trace: bool = False, trace_steps: int = 0) -> dict:
+                margin_s: float = TIMEOUT_MARGIN_S, trace: bool = False, trace_steps: int = 0,
+                allow_ops: frozenset[str] = frozenset()) -> dict:
         """Raw measurement: the driver's answer dict (``ok``, ``step_times_s`` or ``failure``/``message``).
 
         ``infrastructure`` is true in the answer when the machinery failed, not the placement: the
@@ -259,10 +284,10 @@ class DriverProcess:
         itself at ``timeout_s``). After any timeout or infrastructure failure the driver and its
         workers are killed and the next request starts fresh ones. ``trace_steps`` > 0 runs that many
         more, untimed steps with a full trace and adds ``op_profile`` (``{node: {"device", "seconds":
-        [per traced step]}}``) to the answer. A graph with ops that act outside the step raises
-        SideEffectOpError before anything is sent or started.
+        [per traced step]}}``) to the answer. A graph with ops that are not on the allowlist (nor in
+        ``allow_ops``, op types the caller trusts) raises SideEffectOpError before anything is sent or started.
         """
-        refuse_side_effects(graph_def)
+        refuse_unlisted_ops(graph_def, allow_ops)
         header = {"op": "measure", "devices": devices, "train_op": train_op, "init_op": init_op,
                   "feeds": list(feeds), "steps": int(steps), "timeout_s": float(timeout_s), "trace": bool(trace),
                   "trace_steps": int(trace_steps)}
@@ -291,9 +316,11 @@ class DriverProcess:
 class LocalWorkers(DriverProcess):
     """N local TF worker processes behind one driver process; a context manager.
 
-    ``isolate=True`` (default) runs them in a private network namespace and raises IsolationError
-    where the OS does not allow one, unless ``allow_exposed_workers=True``: then the workers run in
-    the host namespace, where their unauthenticated gRPC ports are open to the network (warned).
+    ``isolate=True`` (default) runs them in private network, mount and pid namespaces, in a private
+    root where the host's files are out of reach and only a private tmpfs is writable, and raises
+    IsolationError where the OS does not allow that, unless ``allow_exposed_workers=True``: then the
+    workers run in the host's namespaces, where their unauthenticated gRPC ports are open to the
+    network and the graphs they run see your files (warned).
     """
 
     def __init__(self, n: int, *, threads: int = 1, isolate: bool = True, allow_exposed_workers: bool = False) -> None:

@@ -2,10 +2,11 @@
 
 Run by :class:`placement_env.runtime.driver.LocalWorkers` as::
 
-    unshare --net --map-root-user -- python -m placement_env.runtime.local_driver --workers N --isolated
+    unshare --net --mount --pid --kill-child --map-root-user -- python -m placement_env.runtime.local_driver --workers N --isolated
 
-Inside the private network namespace the driver brings ``lo`` up, starts N
-``tf.distribute.Server`` worker processes (its children, so they share the namespace) on
+Inside the private namespaces the driver brings ``lo`` up, pivots into a private root
+(:mod:`.private_root`: the host's files out of reach, a private tmpfs the only writable place),
+starts N ``tf.distribute.Server`` worker processes (its children, so they share all of it) on
 127.0.0.1 ports, and then serves requests from its parent over stdin/stdout.
 
 With ``--target grpc://host:port`` (run by :class:`placement_env.runtime.driver.RemoteDriver`,
@@ -15,7 +16,9 @@ user's already running TF cluster behind that master, with the same protocol.
 Messages, both directions, are framed by :mod:`placement_env.runtime.protocol` (a JSON header
 and raw payload bytes). The driver's first message is a hello
 ``{"kind": "hello", "ports": [...], "worker_pids": [...], "interfaces": [...], "isolated": bool,
-"target": "grpc://..."}`` (no ports or worker pids with ``--target``).
+"filesystem": {...}, "target": "grpc://..."}`` (no ports or worker pids with ``--target``; worker pids
+are those of the driver's pid namespace; ``filesystem`` is :func:`~.private_root.describe_root`).
+A driver that cannot isolate its workers answers ``{"kind": "fatal", "isolation": true, "message"}``.
 
 Requests: ``{"op": "measure", "devices": {op_name: tf_device}, "train_op", "init_op", "feeds",
 "steps", "timeout_s", "trace", "trace_steps"}`` + GraphDef bytes -> ``{"kind": "result", "ok": true,
@@ -35,6 +38,7 @@ import argparse
 import ctypes
 import fcntl
 import os
+import select
 import signal
 import socket
 import struct
@@ -44,6 +48,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from . import private_root
 from .protocol import encode, read_message
 
 
@@ -141,7 +146,10 @@ class Driver:
                 raise RuntimeError(f"worker {i} did not start (exit status {proc.poll()})")
 
     def monitor(self) -> None:
-        parent = os.getppid()
+        """Exit (killing the workers) when a worker dies, saying so, or when the parent is gone: its end
+        of the request pipe hangs up (the driver's parent id says nothing inside a pid namespace)."""
+        hangup = select.poll()
+        hangup.register(self.inp.fileno(), select.POLLHUP)
         while not self.stopping:
             for i, proc in enumerate(self.workers):
                 code = proc.poll()
@@ -152,7 +160,7 @@ class Driver:
                     finally:
                         self.kill_workers()
                         os._exit(3)
-            if os.getppid() != parent:  # the parent is gone: nobody will read results
+            if hangup.poll(0):  # the parent is gone: nobody will read results
                 self.kill_workers()
                 os._exit(4)
             time.sleep(0.05)
@@ -367,9 +375,14 @@ def measure(driver: Driver, header: dict, payload: bytes, progress: dict) -> dic
 
 
 def driver_main(n: int, threads: int, isolated: bool, target: str = "") -> None:
-    if isolated:
-        bring_loopback_up()
     driver = Driver(n, threads, isolated, target)
+    if isolated:
+        try:
+            bring_loopback_up()
+            private_root.enter_private_root(private_root.needed_paths(private_root.package_root()))
+        except OSError as error:
+            driver.send({"kind": "fatal", "isolation": True, "message": f"{type(error).__name__}: {error}"})
+            return
     try:
         driver.start_workers()  # workers import TF while the driver does
         import tensorflow  # noqa: F401
@@ -382,6 +395,7 @@ def driver_main(n: int, threads: int, isolated: bool, target: str = "") -> None:
             "worker_pids": [p.pid for p in driver.workers],
             "interfaces": [name for _, name in socket.if_nameindex()],
             "isolated": isolated,
+            "filesystem": private_root.describe_root(),
             "target": driver.target,
             "pid": os.getpid(),
         })

@@ -14,8 +14,8 @@ driver that does not start or does not answer -- are retried on fresh workers up
 times, then give ``failure="infrastructure"``, which says nothing about the placement (the env and
 ``Problem`` raise InfrastructureError rather than charge it). A measurement that runs past its
 timeout gives ``failure="timeout"`` within about a second of it; the default timeout scales with
-the graph (:mod:`.timeouts`). Graphs with ops that act outside the step are refused
-(:mod:`.side_effects`).
+the graph (:mod:`.timeouts`). Graphs with ops that are not on the allowlist of a training step's
+ops are refused before any worker starts (:mod:`.allowlist`).
 """
 from __future__ import annotations
 
@@ -27,6 +27,7 @@ from ..cluster import Cluster
 from ..errors import ClusterConfigError
 from ..opgraph import OpGraph
 from ..placement import INFRASTRUCTURE, Measurement, check_placement, op_devices
+from .allowlist import check_allow_ops
 from .driver import START_TIMEOUT_S, TIMEOUT_MARGIN_S, DriverProcess, LocalWorkers, RemoteDriver
 from .timeouts import default_timeout_s
 
@@ -72,12 +73,14 @@ class MeasuredRuntime:
     init, steps, traces); None: scaled to the graph (:func:`~.timeouts.default_timeout_s`). Starting
     workers has its own limit (``START_TIMEOUT_S``). ``retries``: fresh tries after an
     infrastructure failure. ``margin_s``: how long past the timeout to wait for a driver that
-    stopped answering.
+    stopped answering. ``allow_ops``: op type names, beyond the allowlist of a training step's ops
+    (:mod:`.allowlist`), that the workers may run for a graph you trust; the workers' private root
+    still confines them.
     """
 
     def __init__(self, cluster: Cluster, *, steps: int = 10, warmup: int = 5, timeout_s: float | None = None,
                  retries: int = DEFAULT_RETRIES, isolate: bool = True, allow_exposed_workers: bool = False,
-                 margin_s: float = TIMEOUT_MARGIN_S) -> None:
+                 margin_s: float = TIMEOUT_MARGIN_S, allow_ops: Any = ()) -> None:
         if not 0 <= warmup < steps:
             raise ValueError(f"warmup = {warmup}, steps = {steps}: need 0 <= warmup < steps")
         if timeout_s is not None and not _seconds(timeout_s, positive=True):
@@ -93,6 +96,7 @@ class MeasuredRuntime:
                 "(a remote_target)")
         self.cluster, self.steps, self.warmup, self.timeout_s, self.margin_s = cluster, steps, warmup, timeout_s, margin_s
         self.retries = retries
+        self.allow_ops = check_allow_ops(allow_ops)
         self._isolate, self._allow_exposed = isolate, allow_exposed_workers
         self._workers: DriverProcess | None = None
 
@@ -123,7 +127,8 @@ class MeasuredRuntime:
         and the messages of the infrastructure failures before it."""
         failures: list[str] = []
         while True:
-            answer = self.workers.measure(graph_def, devices, margin_s=self.margin_s, **request)
+            answer = self.workers.measure(graph_def, devices, margin_s=self.margin_s, allow_ops=self.allow_ops,
+                                          **request)
             if not answer.get("infrastructure") or len(failures) == self.retries:
                 return answer, failures
             failures.append(answer.get("message", ""))
