@@ -20,9 +20,11 @@ import numpy as np
 
 from .benchmarks import load_benchmark
 from .cluster import Cluster, load_cluster
+from .cluster.checks import bad_argument, check_bool
 from .costs import OpCosts, analytical_costs
 from .costs import lower_bound as _lower_bound
 from .derived import DERIVED
+from .errors import ArgumentError
 from .opgraph import OpGraph
 from .placement import Measurement, check_placement
 from .runtime.measured import MeasuredRuntime
@@ -36,12 +38,13 @@ def _graph(graph: Any) -> OpGraph:
         return graph
     if isinstance(graph, str):
         return load_benchmark(graph)
-    raise TypeError(f"graph is a {type(graph).__name__}; expected an OpGraph or a benchmark name")
+    raise ArgumentError(f"graph is a {type(graph).__name__}; expected an OpGraph or a benchmark name")
 
 
-def _runtime(runtime: Any) -> str:
-    if runtime not in RUNTIMES:
-        raise ValueError(f"runtime={runtime!r}; expected one of {', '.join(map(repr, RUNTIMES))}")
+def check_runtime(runtime: Any) -> str:
+    """``runtime`` if it names a runtime of RUNTIMES, else an ArgumentError listing them."""
+    if not isinstance(runtime, str) or runtime not in RUNTIMES:
+        raise bad_argument("runtime", runtime, f"one of {', '.join(map(repr, RUNTIMES))}")
     return runtime
 
 
@@ -62,11 +65,22 @@ def _close_shared_measured_runtimes() -> None:
 
 
 def _check_costs(graph: OpGraph, cluster: Cluster, costs: Any) -> OpCosts:
+    """``costs`` as OpCosts of shape (n_ops, n_devices) with finite seconds >= 0, else an ArgumentError."""
+    accepted = (f"OpCosts or an array of finite seconds >= 0 of shape (n_ops, n_devices) = ({graph.n_ops}, "
+                f"{cluster.n_devices}) for {graph.name!r} on {cluster.name!r}")
     if not isinstance(costs, OpCosts):
-        costs = OpCosts(seconds=np.asarray(costs, dtype=np.float64), source="given")
+        try:
+            costs = OpCosts(seconds=np.asarray(costs, dtype=np.float64), source="given")
+        except (TypeError, ValueError, OverflowError) as error:
+            raise ArgumentError(f"costs of type {type(costs).__name__} are not numbers ({error}); expected "
+                                f"{accepted}") from None
     if costs.seconds.shape != (graph.n_ops, cluster.n_devices):
-        raise ValueError(f"costs have shape {costs.seconds.shape}; expected (n_ops, n_devices) = "
-                         f"({graph.n_ops}, {cluster.n_devices}) for {graph.name!r} on {cluster.name!r}")
+        raise ArgumentError(f"costs have shape {costs.seconds.shape}; expected {accepted}")
+    wrong = ~(np.isfinite(costs.seconds) & (costs.seconds >= 0))
+    if wrong.any():
+        op, device = (int(k) for k in np.argwhere(wrong)[0])
+        raise ArgumentError(f"costs[{op}, {device}] = {costs.seconds[op, device]!r} (op {graph.op_names[op]!r} on "
+                            f"{cluster.devices[device].name}); expected {accepted}")
     return costs
 
 
@@ -74,16 +88,16 @@ MEASURED_OPTIONS = tuple(name for name in inspect.signature(MeasuredRuntime).par
 
 
 def check_measured_options(options: Any) -> dict[str, Any]:
-    """``options`` as a dict of MeasuredRuntime keywords, or a ValueError naming the unknown ones (checked
+    """``options`` as a dict of MeasuredRuntime keywords, or an ArgumentError naming the unknown ones (checked
     when the evaluator or env is made, not at the first measurement)."""
     if options is None:
         return {}
     if not isinstance(options, dict):
-        raise ValueError(f"measured_options = {options!r:.60}; expected a dict with keys from {', '.join(MEASURED_OPTIONS)}")
-    unknown = sorted(set(options) - set(MEASURED_OPTIONS))
+        raise bad_argument("measured_options", options, f"a dict with keys from {', '.join(MEASURED_OPTIONS)}")
+    unknown = sorted(map(repr, set(options) - set(MEASURED_OPTIONS)))
     if unknown:
-        raise ValueError(f"measured_options: unknown key(s) {', '.join(map(repr, unknown))}; accepted: "
-                         f"{', '.join(MEASURED_OPTIONS)}")
+        raise ArgumentError(f"measured_options: unknown key(s) {', '.join(unknown)}; accepted: "
+                            f"{', '.join(MEASURED_OPTIONS)}")
     return dict(options)
 
 
@@ -98,15 +112,15 @@ class Evaluator:
 
     def __init__(self, graph: Any, cluster: Any, runtime: str = "sim", *, costs: Any = None,
                  measured_options: dict[str, Any] | None = None, threads: int = 1) -> None:
-        self.runtime = _runtime(runtime)
+        self.runtime = check_runtime(runtime)
         self.graph = _graph(graph)
         self.cluster = load_cluster(cluster)
         self._costs = None if costs is None else _check_costs(self.graph, self.cluster, costs)
         if runtime != "measured" and measured_options:
-            raise ValueError(f"measured_options are for runtime='measured', not {runtime!r}")
-        if runtime != "sim" and threads != 1:
-            raise ValueError(f"threads={threads!r} is for runtime='sim', not {runtime!r}")
+            raise ArgumentError(f"measured_options are for runtime='measured', not {runtime!r}")
         self.threads = check_threads(threads)
+        if runtime != "sim" and self.threads != 1:
+            raise ArgumentError(f"threads={threads!r} is for runtime='sim', not {runtime!r}")
         self._measured_options = check_measured_options(measured_options)
         self._measured = None
         self._lower_bound: float | None = None
@@ -125,10 +139,11 @@ class Evaluator:
 
     def __call__(self, placement: Any, *, schedule: bool = False) -> Measurement:
         """The Measurement of ``placement`` (one device index per group)."""
+        schedule = check_bool(schedule, "schedule", error=bad_argument)
         if self.runtime == "sim":
             return plan_for(self.graph, self.cluster, self.costs.seconds).run(placement, schedule=schedule)
         if schedule:
-            raise ValueError(f"schedule=True needs runtime='sim'; this evaluator uses {self.runtime!r}")
+            raise ArgumentError(f"schedule=True needs runtime='sim'; this evaluator uses {self.runtime!r}")
         if self.runtime == "grappler":
             from .runtime.grappler import grappler_runtime
 
@@ -171,12 +186,13 @@ def evaluate(graph: Any, cluster: Any, placement: Any, runtime: str = "sim", *, 
     :func:`~placement_env.cluster.load_cluster` takes. For ``runtime="measured"`` the cluster's
     local workers are started on first use and kept for later calls (stopped at exit).
     """
-    runtime = _runtime(runtime)
+    runtime = check_runtime(runtime)
+    schedule = check_bool(schedule, "schedule", error=bad_argument)
     cluster, graph = load_cluster(cluster), _graph(graph)
     if runtime != "measured":
         return Evaluator(graph, cluster, runtime, costs=costs)(placement, schedule=schedule)
     if costs is not None or schedule:
-        raise ValueError("costs and schedule are for runtime='sim'; runtime='measured' takes neither")
+        raise ArgumentError("costs and schedule are for runtime='sim'; runtime='measured' takes neither")
     return _shared_measured_runtime(cluster).measure(graph, placement)
 
 

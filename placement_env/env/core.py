@@ -45,12 +45,13 @@ from gymnasium.error import ResetNeeded
 
 from ..benchmarks import load_benchmark
 from ..cluster import Cluster, load_cluster
-from ..errors import InfrastructureError, InvalidActionError
-from ..evaluation import RUNTIMES, Evaluator, check_measured_options
+from ..cluster.checks import bad_argument, check_bool, check_number
+from ..errors import ArgumentError, InfrastructureError, InvalidActionError
+from ..evaluation import Evaluator, check_measured_options, check_runtime
 from ..grouping import DEFAULT_MAX_GROUPS, group_ops
 from ..opgraph import OpGraph
 from ..placement import Measurement, allowed_devices, check_placement, raise_on_infrastructure_failure, single_device
-from .features import GraphFeatures, graph_features, observation_fields
+from .features import MAX_SLOTS, GraphFeatures, graph_features, observation_fields
 from .group_graph import check_edge_slots, resolve_edge_slots
 from .rewards import DEFAULT_FAILING_SIGNAL_S, Reward, charged_runtime, check_failing_signal, resolve_reward
 
@@ -113,40 +114,41 @@ class DevicePlacementEnv(gym.Env):
                  pad_to: int | None = None, dense_reward: bool = False, improve_steps: int | None = None,
                  measured_options: dict[str, Any] | None = None, render_mode: str | None = None,
                  graph_observation: bool = False, pad_edges: int | None = None, evaluator: Any = None) -> None:
-        if mode not in MODES:
-            raise ValueError(f"mode={mode!r}; expected one of {', '.join(map(repr, MODES))}")
-        if runtime not in RUNTIMES:
-            raise ValueError(f"runtime={runtime!r}; expected one of {', '.join(map(repr, RUNTIMES))}")
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode={render_mode!r}; expected None or one of "
-                             f"{', '.join(map(repr, self.metadata['render_modes']))}")
+        if not isinstance(mode, str) or mode not in MODES:
+            raise bad_argument("mode", mode, f"one of {', '.join(map(repr, MODES))}")
+        runtime = check_runtime(runtime)
+        render_modes = self.metadata["render_modes"]
+        if render_mode is not None and (not isinstance(render_mode, str) or render_mode not in render_modes):
+            raise bad_argument("render_mode", render_mode, f"None or one of {', '.join(map(repr, render_modes))}")
+        dense_reward = check_bool(dense_reward, "dense_reward", error=bad_argument)
+        graph_observation = check_bool(graph_observation, "graph_observation", error=bad_argument)
         if dense_reward and mode != "sequential":
-            raise ValueError(f"dense_reward=True is for mode='sequential', not {mode!r}")
-        if improve_steps is not None and (mode != "improve" or not isinstance(improve_steps, int) or improve_steps < 1):
-            raise ValueError(f"improve_steps={improve_steps!r}: a positive integer, and only with mode='improve'")
-        if not isinstance(max_groups, int) or isinstance(max_groups, bool) or max_groups < 1:
-            raise ValueError(f"max_groups={max_groups!r}; expected a positive integer")
-        if not isinstance(graph_observation, bool):
-            raise ValueError(f"graph_observation={graph_observation!r}; expected True or False")
+            raise ArgumentError(f"dense_reward=True is for mode='sequential', not {mode!r}")
+        if improve_steps is not None:
+            if mode != "improve":
+                raise ArgumentError(f"improve_steps={improve_steps!r} is for mode='improve', not {mode!r}")
+            improve_steps = check_number(improve_steps, "improve_steps", 1, integer=True, error=bad_argument)
+        max_groups = check_number(max_groups, "max_groups", 1, integer=True, error=bad_argument)
         if pad_edges is not None and not graph_observation:
-            raise ValueError(f"pad_edges={pad_edges!r} is for graph_observation=True")
+            raise ArgumentError(f"pad_edges={pad_edges!r} is for graph_observation=True")
         if evaluator is not None and not callable(evaluator):
-            raise ValueError(f"evaluator={evaluator!r:.60}; expected None or a callable placement -> Measurement "
-                             "(e.g. a Problem's problem.evaluator)")
+            raise bad_argument("evaluator", evaluator, "None or a callable placement -> Measurement (e.g. a "
+                               "Problem's problem.evaluator)")
         self._given_evaluator = evaluator
         self.mode, self.runtime, self.render_mode = mode, runtime, render_mode
         self.reward = resolve_reward(reward)
         self.failing_signal = check_failing_signal(failing_signal)
-        self.max_groups, self.dense_reward, self._improve_steps = max_groups, bool(dense_reward), improve_steps
+        self.max_groups, self.dense_reward, self._improve_steps = max_groups, dense_reward, improve_steps
         self.cluster = load_cluster(cluster)
         if runtime != "measured" and measured_options:
-            raise ValueError(f"measured_options are for runtime='measured', not {runtime!r}")
+            raise ArgumentError(f"measured_options are for runtime='measured', not {runtime!r}")
         self._measured_options = check_measured_options(measured_options)
         self._tasks: dict[Any, _GraphTask] = {}
         first = self._graph_of(benchmark)
-        if pad_to is not None and (not isinstance(pad_to, int) or isinstance(pad_to, bool) or pad_to < first.n_groups):
-            raise ValueError(f"pad_to={pad_to!r}; expected an integer >= the graph's {first.n_groups} groups")
-        self.slots = first.n_groups if pad_to is None else pad_to
+        most = max(first.n_groups, MAX_SLOTS)
+        self.slots = first.n_groups if pad_to is None else check_number(
+            pad_to, "pad_to", first.n_groups, most, integer=True, error=bad_argument,
+            rule=f"an integer >= the graph's {first.n_groups} groups and <= {most:,}")
         self.edge_slots = resolve_edge_slots(first, pad_edges) if graph_observation else None
         self._task = self._task_for(benchmark, first)
         n_devices = self.cluster.n_devices
@@ -191,12 +193,12 @@ class DevicePlacementEnv(gym.Env):
         key = benchmark if isinstance(benchmark, str) else id(benchmark)
         task = self._tasks.get(key)
         if task is None and self._given_evaluator is not None and self._tasks:
-            raise ValueError(f"benchmark {benchmark!r:.60}: an env made with an evaluator serves only the graph that "
+            raise ArgumentError(f"benchmark {benchmark!r:.60}: an env made with an evaluator serves only the graph that "
                              "evaluator measures; make another env for another benchmark")
         if task is None:
             graph = self._graph_of(benchmark) if graph is None else graph
             if graph.n_groups > self.slots:
-                raise ValueError(f"benchmark {graph.name!r} has {graph.n_groups} groups but this env has "
+                raise ArgumentError(f"benchmark {graph.name!r} has {graph.n_groups} groups but this env has "
                                  f"{self.slots} slots; make the env with pad_to >= {graph.n_groups}")
             if self.edge_slots is not None:
                 check_edge_slots(graph, self.edge_slots)
@@ -277,17 +279,17 @@ class DevicePlacementEnv(gym.Env):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
         if options is not None and not isinstance(options, Mapping):
-            raise ValueError(f"reset options = {options!r:.60}; expected None or a dict with keys from "
-                             f"{', '.join(map(repr, OPTION_KEYS))}")
+            raise ArgumentError(f"reset options = {options!r:.60}; expected None or a dict with keys from "
+                                f"{', '.join(map(repr, OPTION_KEYS))}")
         options = dict(options or {})
-        unknown = sorted(set(options) - set(OPTION_KEYS))
+        unknown = sorted(map(repr, set(options) - set(OPTION_KEYS)))
         if unknown:
-            raise ValueError(f"unknown reset option(s) {', '.join(map(repr, unknown))}; accepted: "
-                             f"{', '.join(map(repr, OPTION_KEYS))}")
+            raise ArgumentError(f"unknown reset option(s) {', '.join(unknown)}; accepted: "
+                                f"{', '.join(map(repr, OPTION_KEYS))}")
         if "benchmark" in options:
             self._task = self._task_for(options["benchmark"])
         if "placement" in options and self.mode != "improve":
-            raise ValueError(f"reset option 'placement' (a start placement) is for mode='improve', not {self.mode!r}")
+            raise ArgumentError(f"reset option 'placement' (a start placement) is for mode='improve', not {self.mode!r}")
         self._step, self._done, self._started, self._last = 0, True, False, None  # set once reset succeeds
         self._placement = np.zeros(self.slots, np.int64)
         info: dict[str, Any] = {"benchmark": self.graph.name, "n_groups": self.n_groups}

@@ -32,10 +32,15 @@ import numpy as np
 from gymnasium import spaces
 
 from ..cluster import Cluster
+from ..cluster.checks import bad_argument, check_number
+from ..errors import ArgumentError
 from ..opgraph import OpGraph
 from .group_graph import edge_features, edge_observation_fields
 
 NEIGHBOURS = 6  # per direction, as in the hierarchical placer (6 in + 6 out)
+# The most group slots (the env's ``pad_to``) beyond a graph's own groups: the observation holds a few dozen
+# floats per slot (and slots x devices in sequential and improve modes).
+MAX_SLOTS = 1 << 16
 OUTPUTS = 4
 MAX_DIMS = 4
 
@@ -146,11 +151,18 @@ def _output_shapes(graph: OpGraph) -> np.ndarray:
 def graph_features(graph: OpGraph, cluster: Cluster, op_seconds: np.ndarray, slots: int,
                    edge_slots: int | None = None) -> GraphFeatures:
     """Features of ``graph``'s groups on ``cluster`` padded to ``slots`` (>= graph.n_groups), and its
-    group graph's edges padded to ``edge_slots`` rows when given."""
+    group graph's edges padded to ``edge_slots`` rows when given. ``op_seconds``: finite seconds >= 0 of
+    every op on every device of the cluster, [n_ops, n_devices]."""
     n_groups = graph.n_groups
-    if n_groups > slots:
-        raise ValueError(f"graph {graph.name!r} has {n_groups} groups, more than the {slots} observation slots; "
-                         f"make the env with a larger pad_to or a smaller max_groups")
+    most = max(n_groups, MAX_SLOTS)
+    slots = check_number(slots, "slots", n_groups, most, integer=True, error=bad_argument,
+                         rule=f"an integer >= graph {graph.name!r}'s {n_groups} groups and <= {most:,} (make the env "
+                              "with a larger pad_to or a smaller max_groups)")
+    op_seconds = np.asarray(op_seconds)
+    if op_seconds.shape != (graph.n_ops, cluster.n_devices) or not np.issubdtype(op_seconds.dtype, np.number) \
+            or not np.all(np.isfinite(op_seconds) & (op_seconds >= 0)):
+        raise ArgumentError(f"op_seconds: {op_seconds.dtype} array of shape {op_seconds.shape}; expected finite "
+                            f"seconds >= 0 of shape (n_ops, n_devices) = ({graph.n_ops}, {cluster.n_devices})")
     group = graph.group
     categories = np.array([op_category(t) for t in graph.op_types.tolist()], np.int64)
     histogram = np.zeros((n_groups, len(CATEGORY_NAMES)))

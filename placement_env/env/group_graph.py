@@ -25,9 +25,13 @@ from __future__ import annotations
 import numpy as np
 from gymnasium import spaces
 
+from ..cluster.checks import bad_argument, check_number
+from ..errors import ArgumentError
 from ..opgraph import OpGraph
 
 BYTES_SCALE = 12.0  # log10 of a terabyte: edge_bytes reaches 1 at 1e12 bytes
+# The most edge rows (``pad_edges``) beyond a graph's own edge count: each row is 24 bytes of observation.
+MAX_EDGE_SLOTS = 1 << 20
 
 
 def group_edges(graph: OpGraph) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -51,10 +55,11 @@ def edge_count(graph: OpGraph) -> int:
 
 
 def check_edge_slots(graph: OpGraph, edge_slots: int) -> None:
-    """Raise ValueError when ``graph``'s group graph has more edges than ``edge_slots``."""
+    """Raise ArgumentError when ``edge_slots`` is not an integer or ``graph``'s group graph has more edges."""
+    check_number(edge_slots, "edge_slots", 0, integer=True, error=bad_argument)
     n_edges = edge_count(graph)
     if n_edges > edge_slots:
-        raise ValueError(f"graph {graph.name!r} has {n_edges} group-graph edges, more than the env's "
+        raise ArgumentError(f"graph {graph.name!r} has {n_edges} group-graph edges, more than the env's "
                          f"{edge_slots} edge slots; make the env with pad_edges >= {n_edges}")
 
 
@@ -88,10 +93,9 @@ def edge_features(graph: OpGraph, edge_slots: int) -> dict[str, np.ndarray]:
 def resolve_edge_slots(graph: OpGraph, pad_edges: int | None) -> int:
     """The env's edge rows: ``pad_edges``, or by default the first graph's edge count (at least 1,
     so every field keeps a non-empty shape)."""
-    needed = edge_count(graph)
+    needed = max(edge_count(graph), 1)
     if pad_edges is None:
-        return max(needed, 1)
-    if not isinstance(pad_edges, int) or isinstance(pad_edges, bool) or pad_edges < max(needed, 1):
-        raise ValueError(f"pad_edges={pad_edges!r}; expected an integer >= the graph's {max(needed, 1)} "
-                         f"group-graph edges")
-    return pad_edges
+        return needed
+    most = max(needed, MAX_EDGE_SLOTS)
+    return check_number(pad_edges, "pad_edges", needed, most, integer=True, error=bad_argument,
+                        rule=f"an integer >= the graph's {needed} group-graph edges and <= {most:,}")

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..cluster.checks import bad_argument, check_bool, check_number, is_real
 from ..placement import Measurement
 
 DEFAULT_FAILING_SIGNAL_S = 100.0  # TF's placer: a failed placement counts as a 100 s step
@@ -30,6 +31,19 @@ class Reward:
     range: tuple[float, float] = (-math.inf, math.inf)
     uses_reference: bool = False
     description: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise bad_argument("name", self.name, "a non-empty string", "Reward")
+        if not callable(self.function):
+            raise bad_argument("function", self.function, "a callable f(runtime_s, reference_s) -> float", "Reward")
+        if not (isinstance(self.range, tuple) and len(self.range) == 2 and all(map(is_real, self.range))
+                and self.range[0] <= self.range[1]):
+            raise bad_argument("range", self.range, "a tuple (low, high) of numbers with low <= high", "Reward")
+        object.__setattr__(self, "uses_reference", check_bool(self.uses_reference, "uses_reference", "Reward",
+                                                              bad_argument))
+        if not isinstance(self.description, str):
+            raise bad_argument("description", self.description, "a string", "Reward")
 
     def __call__(self, runtime_s: float, reference_s: float = 1.0) -> float:
         return float(self.function(runtime_s, reference_s))
@@ -53,15 +67,14 @@ def resolve_reward(reward: Any) -> Reward:
     if callable(reward):
         return Reward(getattr(reward, "__name__", "custom"), reward, uses_reference=True,
                       description="a user's function of (runtime_s, reference_s)")
-    raise ValueError(f"reward={reward!r}; expected one of {', '.join(map(repr, REWARDS))}, a Reward, or a callable "
-                     f"f(runtime_s, reference_s) -> float")
+    raise bad_argument("reward", reward, f"one of {', '.join(map(repr, REWARDS))}, a Reward, or a callable "
+                       "f(runtime_s, reference_s) -> float")
 
 
 def check_failing_signal(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"failing_signal={value!r}; expected a positive number of seconds (default "
-                         f"{DEFAULT_FAILING_SIGNAL_S:g})")
-    return float(value)
+    """``value`` as a float if it is a finite number of seconds > 0, else an ArgumentError."""
+    return check_number(value, "failing_signal", 0, low_open=True, error=bad_argument,
+                        rule=f"a finite number of seconds > 0 (default {DEFAULT_FAILING_SIGNAL_S:g})")
 
 
 def charged_runtime(measurement: Measurement, failing_signal: float) -> float:
