@@ -24,9 +24,9 @@ from .cluster.checks import bad_argument, check_bool
 from .costs import OpCosts, analytical_costs
 from .costs import lower_bound as _lower_bound
 from .derived import DERIVED
-from .errors import ArgumentError
+from .errors import ArgumentError, InvalidPlacementError
 from .opgraph import OpGraph
-from .placement import Measurement, check_placement
+from .placement import Measurement
 from .runtime.measured import MeasuredRuntime
 from .runtime.simulated import check_threads, plan_for
 
@@ -82,6 +82,20 @@ def _check_costs(graph: OpGraph, cluster: Cluster, costs: Any) -> OpCosts:
         raise ArgumentError(f"costs[{op}, {device}] = {costs.seconds[op, device]!r} (op {graph.op_names[op]!r} on "
                             f"{cluster.devices[device].name}); expected {accepted}")
     return costs
+
+
+def placement_rows(graph: OpGraph, placements: Any) -> np.ndarray:
+    """``placements`` as a 2-D array, one placement of ``graph`` per row (each row is checked when it is
+    evaluated), or an InvalidPlacementError naming its shape."""
+    try:
+        array = np.asarray(placements)
+    except ValueError as error:  # rows of different lengths
+        raise InvalidPlacementError(f"placements are not one array ({error}); expected (k, {graph.n_groups}): "
+                                    "one placement per row") from None
+    if array.ndim != 2:
+        raise InvalidPlacementError(f"placements has shape {array.shape}; expected (k, {graph.n_groups}): one "
+                                    "placement per row")
+    return array
 
 
 MEASURED_OPTIONS = tuple(name for name in inspect.signature(MeasuredRuntime).parameters if name != "cluster")
@@ -152,12 +166,9 @@ class Evaluator:
 
     def batch(self, placements: Any) -> list[Measurement]:
         """Measurements of every row of ``placements`` ([k, n_groups]); one compiled call for the simulator."""
+        array = placement_rows(self.graph, placements)
         if self.runtime == "sim":
-            return plan_for(self.graph, self.cluster, self.costs.seconds).run_batch(placements, threads=self.threads)
-        array = np.asarray(placements)
-        if array.ndim != 2:
-            check_placement(self.graph, self.cluster, array)  # names what is wrong with a single placement
-            raise ValueError(f"placements has shape {array.shape}; expected (k, {self.graph.n_groups})")
+            return plan_for(self.graph, self.cluster, self.costs.seconds).run_batch(array, threads=self.threads)
         return [self(row) for row in array]
 
     def lower_bound(self) -> float:

@@ -19,9 +19,10 @@ from typing import Any, Callable
 import numpy as np
 
 from .cluster import Cluster
+from .cluster.checks import bad_argument, check_number
 from .costs import OpCosts
 from .errors import BudgetExhausted, UnknownMethodError
-from .evaluation import Evaluator
+from .evaluation import Evaluator, placement_rows
 from .opgraph import OpGraph
 from .placement import Measurement, allowed_devices, check_placement, raise_on_infrastructure_failure
 
@@ -81,18 +82,35 @@ class Problem:
     @classmethod
     def make(cls, graph: OpGraph, cluster: Cluster, *, runtime: str = "sim", benchmark: str = "",
              budget: int | None = None, seed: int = 0, evaluator: Evaluator | None = None) -> "Problem":
+        """The problem of ``graph`` on ``cluster`` evaluated by ``evaluator`` (default: an Evaluator with
+        ``runtime``), its random generator seeded with ``seed`` (an integer >= 0)."""
+        _check_graph_and_cluster(graph, cluster)
+        rng = seeded_rng(seed)
         evaluator = evaluator or Evaluator(graph, cluster, runtime)
         return cls(graph=graph, cluster=cluster, evaluator=evaluator, benchmark=benchmark or graph.name,
-                   budget=budget, rng=np.random.default_rng(seed))
+                   budget=budget, rng=rng)
 
     @classmethod
     def from_env(cls, env: Any, *, budget: int | None = None, seed: int = 0) -> "Problem":
         """The problem of a DevicePlacementEnv's current graph, evaluated by the env's runtime."""
-        env = env.unwrapped
-        return cls(graph=env.graph, cluster=env.cluster, evaluator=env.evaluator, benchmark=env.graph.name,
-                   budget=budget, rng=np.random.default_rng(seed))
+        unwrapped = getattr(env, "unwrapped", None)
+        if not all(hasattr(unwrapped, key) for key in ("graph", "cluster", "evaluator")):
+            raise bad_argument("env", env, "a DevicePlacementEnv or a gymnasium wrapper of one")
+        rng = seeded_rng(seed)
+        return cls(graph=unwrapped.graph, cluster=unwrapped.cluster, evaluator=unwrapped.evaluator,
+                   benchmark=unwrapped.graph.name, budget=budget, rng=rng)
 
     def __post_init__(self) -> None:
+        _check_graph_and_cluster(self.graph, self.cluster)
+        if not callable(self.evaluator):
+            raise bad_argument("evaluator", self.evaluator, "an Evaluator or a callable placement -> Measurement")
+        if not isinstance(self.benchmark, str):
+            raise bad_argument("benchmark", self.benchmark, "a benchmark name (a str)")
+        if self.budget is not None:
+            self.budget = check_number(self.budget, "budget", 0, integer=True, error=bad_argument,
+                                       rule="None (unlimited) or an integer >= 0 (runtime evaluations)")
+        if not isinstance(self.rng, np.random.Generator):
+            raise bad_argument("rng", self.rng, "a numpy.random.Generator (e.g. numpy.random.default_rng(seed))")
         # Methods see the runtime only through the counted oracle: ``evaluator`` is a view whose every
         # call is a counted ``evaluate``; the uncounted runtime stays with whoever made the problem.
         self._runtime = self.evaluator._runtime if isinstance(self.evaluator, CountedEvaluator) else self.evaluator
@@ -130,6 +148,7 @@ class Problem:
     def evaluate_batch(self, placements: Any) -> list[Measurement]:
         """Measurements of every row of ``placements`` in one call to the runtime; each counts against the
         budget, and a batch larger than what is left of it is refused whole (BudgetExhausted)."""
+        placements = placement_rows(self.graph, placements)
         rows = len(placements)
         if rows > self.budget_left:
             raise BudgetExhausted(f"{rows} evaluations asked, {self.budget_left:g} left of the budget of {self.budget}")
@@ -144,6 +163,18 @@ class Problem:
         if m.ok and (self.best is None or m.runtime_s < self.best.runtime_s):
             self.best = m
             self.improvements.append((self.evaluations, float(m.runtime_s), time.perf_counter() - self.started))
+
+
+def seeded_rng(seed: Any) -> np.random.Generator:
+    """``numpy.random.default_rng(seed)`` for an integer seed >= 0, else an ArgumentError."""
+    return np.random.default_rng(check_number(seed, "seed", 0, integer=True, error=bad_argument))
+
+
+def _check_graph_and_cluster(graph: Any, cluster: Any) -> None:
+    if not isinstance(graph, OpGraph):
+        raise bad_argument("graph", graph, "an OpGraph (pe.load_benchmark(name) or pe.from_tf(obj))")
+    if not isinstance(cluster, Cluster):
+        raise bad_argument("cluster", cluster, "a Cluster (pe.load_cluster(name))")
 
 
 class CountedEvaluator:
@@ -192,7 +223,7 @@ Method = Callable[[Problem], Any]
 
 def resolve_method(name: str) -> Method:
     """A built-in method by name (see ``METHODS``) or ``"module:callable"``."""
-    if name in METHODS:
+    if isinstance(name, str) and name in METHODS:
         module, attribute = METHODS[name].split(":")
     elif isinstance(name, str) and name.count(":") == 1 and all(name.split(":")):
         module, attribute = name.split(":")
@@ -210,6 +241,12 @@ def resolve_method(name: str) -> Method:
 
 def solve(method: Method | str, problem: Problem, name: str | None = None) -> Solution:
     """Run ``method`` on ``problem``; if it spends its budget, the best placement evaluated so far counts."""
+    if not isinstance(problem, Problem):
+        raise bad_argument("problem", problem, "a Problem (pe.Problem.make(graph, cluster, ...))")
+    if name is not None and not isinstance(name, str):
+        raise bad_argument("name", name, "None or a str")
+    if not isinstance(method, str) and not callable(method):
+        raise bad_argument("method", method, "a method name, 'module:callable', or a callable problem -> placement")
     label = name or (method if isinstance(method, str) else getattr(method, "__name__", repr(method)))
     function = resolve_method(method) if isinstance(method, str) else method
     start = problem.started = time.perf_counter()
