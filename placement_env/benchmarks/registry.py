@@ -19,6 +19,7 @@ cache entry is rebuilt, never trusted.
 """
 from __future__ import annotations
 
+import difflib
 import hashlib
 from importlib import metadata
 import json
@@ -28,10 +29,11 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tqdm.auto import tqdm
 
 from ..cache import cache_dir
-from ..errors import GraphFormatError, UnknownBenchmarkError
+from ..errors import ArgumentError, GraphFormatError, UnknownBenchmarkError
 from ..grouping import DEFAULT_MAX_GROUPS, group_ops
 from ..opgraph import FORMAT_VERSION, OpGraph
 from .sizes import BLOCKS, DEEP, PARAMS, RANDOM_CNN_PAPER, SYNTHETIC_PAPER
@@ -43,9 +45,9 @@ EXTRA_MODELS = ("vgg16", "vgg16_bn", "mobilenet_v2", "mlp_mixer", "dlrm")  # bey
 # units; MLP-Mixer, layers of a Transformer encoder's shape that mix the tokens with an MLP instead of attention;
 # DLRM, a recommendation model whose embedding tables pass one GPU's memory
 BUILDER_VERSION = 2  # bump when a builder changes the graphs it makes, to invalidate caches
-_SYNTHETIC = re.compile(r"synthetic:(\d+)")
-_RANDOM_CNN = re.compile(r"random_cnn:(\d+)(?:-batch(\d+))?")
-_BATCH = re.compile(r"(\w+)-batch(\d+)")
+_SYNTHETIC = re.compile(r"synthetic:([0-9]+)")
+_RANDOM_CNN = re.compile(r"random_cnn:([0-9]+)(?:-batch([0-9]+))?")
+_BATCH = re.compile(r"(\w+)-batch([0-9]+)")
 log = logging.getLogger(__name__)
 
 
@@ -68,7 +70,9 @@ def benchmark_blocks(name: str, **params: Any) -> tuple[str, ...]:
 
 def load_benchmark(name: str, *, max_groups: int = DEFAULT_MAX_GROUPS, use_cache: bool = True,
                    **params: Any) -> OpGraph:
-    """The OpGraph of benchmark ``name``, grouped into at most ``max_groups`` groups."""
+    """The OpGraph of benchmark ``name``, grouped into at most ``max_groups`` groups (``group_ops`` checks it)."""
+    if not isinstance(use_cache, (bool, np.bool_)):  # a string such as "no" would read as True
+        raise ArgumentError(f"use_cache={use_cache!r:.200}; expected True or False")
     model, base_params = _resolve(name)
     resolved = _parameters(name, base_params, params)
     path = cache_dir() / f"{name.replace(':', '-')}-{_cache_key(name, resolved)}.npz"
@@ -101,10 +105,45 @@ def _resolve(name: str) -> tuple[str, dict[str, Any]]:
     if match and match.group(1) in PARAMS and match.group(1) != "synthetic" and int(match.group(2)) >= 1:
         return match.group(1), {**PARAMS[match.group(1)][0], "batch": int(match.group(2))}
     raise UnknownBenchmarkError(
-        f"unknown benchmark {name!r}; known: {', '.join(benchmark_names())}, <model>-batch<N> (a model above at "
-        "paper scale with batch N >= 1), synthetic:<seed> (a non-negative integer seed), or random_cnn:<seed> and "
-        "random_cnn:<seed>-batch<N>"
+        f"unknown benchmark {name!r}: {_what_is_wrong(name)}. Names: {', '.join(benchmark_names())}, "
+        "<model>-batch<N> (a model above at paper scale with batch N >= 1, e.g. rnnlm-batch32), synthetic:<seed> "
+        "(a seed >= 0), or random_cnn:<seed> and random_cnn:<seed>-batch<N>"
     )
+
+
+def _what_is_wrong(name: str) -> str:
+    """Which part of a name that ``_resolve`` refused breaks the grammar of benchmark names."""
+    batch = re.fullmatch(r"(.*)-batch(.*)", name)
+    if batch:
+        base, size = batch.groups()
+        if not size.isdecimal() or not size.isascii():
+            return f"the batch {size!r} after '-batch' is not a whole number N >= 1"
+        if int(size) < 1:
+            return f"batch {int(size)} is not >= 1"
+        if not base.startswith("random_cnn:"):
+            model = base.partition("-")[0]
+            if model not in PARAMS:
+                return f"{base!r} is not a model"
+            return f"{base!r} has no batch variant; " + _names_of(model)
+        name = base
+    kind, colon, seed = name.partition(":")
+    if colon and kind in ("synthetic", "random_cnn"):
+        return f"the seed {seed!r} is not a whole number >= 0"
+    model = name.partition("-")[0]
+    if model in PARAMS:
+        return f"{name!r} is not one of {model}'s names; " + _names_of(model)
+    close = difflib.get_close_matches(name, benchmark_names(), n=1)
+    return f"{model!r} is not a model" + (f" (did you mean {close[0]!r}?)" if close else "")
+
+
+def _names_of(model: str) -> str:
+    """The benchmark names of ``model``, as a clause of an error message."""
+    if model == "synthetic":
+        names = ["synthetic-tiny", "synthetic:<seed>"]
+    else:
+        names = [model, f"{model}-tiny", *([f"{model}-deep"] if model in DEEP else []), f"{model}-batch<N>"]
+        names += ["random_cnn:<seed>", "random_cnn:<seed>-batch<N>"] if model == "random_cnn" else []
+    return f"{model}'s names are {', '.join(names)}"
 
 
 def _parameters(name: str, base_params: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:

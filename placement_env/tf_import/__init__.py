@@ -6,8 +6,9 @@
 """
 from __future__ import annotations
 
+import numbers
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from google.protobuf import text_format
 from tensorflow.core.framework import graph_pb2
 from tensorflow.core.protobuf import meta_graph_pb2
 
-from ..errors import GraphImportError
+from ..errors import ArgumentError, GraphImportError
 from ..grouping import DEFAULT_MAX_GROUPS, group_ops
 from ..opgraph import OpGraph
 from .functions import concrete_function_graph_def, keras_training_graph_def
@@ -50,6 +51,7 @@ def from_tf(
     ``optimizer`` build the step of a Keras model. ``unknown_dim`` is assumed for unknown
     dimensions; without it an unknown shape is an error.
     """
+    _check_arguments(name, fetches, init_op, unknown_dim)
     graph_def, default_fetches, default_init, default_name, source = _to_graph_def(
         obj, input_spec=input_spec, target_spec=target_spec, loss=loss, optimizer=optimizer
     )
@@ -62,6 +64,19 @@ def from_tf(
         meta={"source": source},
     )
     return group_ops(graph, max_groups=max_groups)
+
+
+def _check_arguments(name: Any, fetches: Any, init_op: Any, unknown_dim: Any) -> None:
+    """ArgumentError naming the first of from_tf's keywords that is of the wrong type or out of range."""
+    for key, value in (("name", name), ("init_op", init_op)):
+        if value is not None and not isinstance(value, str):
+            raise ArgumentError(f"{key}={value!r:.200}; expected None or a str")
+    if isinstance(fetches, (str, bytes)) or not (fetches is None or isinstance(fetches, Iterable)):
+        raise ArgumentError(f"fetches={fetches!r:.200}; expected None or a list of op names (e.g. ['train_op'])")
+    if unknown_dim is not None and (isinstance(unknown_dim, bool) or not isinstance(unknown_dim, numbers.Integral)
+                                    or unknown_dim < 1):
+        raise ArgumentError(f"unknown_dim={unknown_dim!r:.200}; expected None or an integer >= 1 (the size assumed "
+                            "for every unknown dimension)")
 
 
 def _to_graph_def(obj, *, input_spec, target_spec, loss, optimizer):
@@ -105,6 +120,11 @@ def _to_graph_def(obj, *, input_spec, target_spec, loss, optimizer):
 
 
 def _read_graph_file(path: Path):
+    if path.is_dir():
+        saved_model = " (it holds a SavedModel, which from_tf does not read)" if (path / "saved_model.pb").exists() \
+            else ""
+        raise GraphImportError(f"{path}: is a directory{saved_model}; from_tf reads a file: a GraphDef (.pb, or "
+                               f".pbtxt as text) or a MetaGraphDef (.meta); in memory it accepts {ACCEPTED}")
     if not path.is_file():
         raise GraphImportError(f"{path}: no such file; from_tf accepts {ACCEPTED}")
     data = path.read_bytes()

@@ -48,7 +48,7 @@ def graph_def_to_opgraph(
     have none). ``unknown_dim`` replaces unknown dimensions; without it they are an error.
     """
     graph_def = _with_function_calls_inlined(graph_def)
-    nodes = {node.name: node for node in graph_def.node}
+    nodes = _nodes_by_name(graph_def)
     fetch_names = _resolve_fetches(graph_def, nodes, fetches)
     graph_def = _add_train_step(graph_def, fetch_names)
     step_names = _ancestors(graph_def, [TRAIN_STEP_NAME])
@@ -75,6 +75,23 @@ def graph_def_to_opgraph(
 # ---- which ops form the step ---------------------------------------------------------------------
 def _input_op_name(input_name: str) -> str:
     return input_name.lstrip("^").split(":")[0]
+
+
+def _nodes_by_name(graph_def) -> dict[str, node_def_pb2.NodeDef]:
+    """The GraphDef's nodes by name, or a GraphImportError naming a repeated name or an input that names no
+    node (every later pass follows inputs by name)."""
+    nodes: dict[str, node_def_pb2.NodeDef] = {}
+    for node in graph_def.node:
+        if node.name in nodes:
+            raise GraphImportError(f"the GraphDef has two nodes named {node.name!r}; node names must be unique")
+        nodes[node.name] = node
+    for node in graph_def.node:
+        for name in node.input:
+            if _input_op_name(name) not in nodes:
+                raise GraphImportError(f"node {node.name!r} ({node.op}) has input {name!r}, but the GraphDef has no "
+                                       f"node named {_input_op_name(name)!r}; every input must name a node of the "
+                                       "graph (\"node\", \"node:output\" or \"^node\" for a control input)")
+    return nodes
 
 
 def _resolve_fetches(graph_def, nodes: dict, fetches: Sequence[str] | None) -> list[str]:
