@@ -19,14 +19,20 @@ BEST_JSON = "best_placement.json"
 BEST_PB = "best_placement.pb"
 CURVE = "learning_curve.png"
 TENSORBOARD = "tensorboard"
+FLOAT32_MAX = 3.4028234663852886e38  # TensorBoard stores float32 scalars: inf, NaN and larger values are left out
 
 
 def atomic_write(path: Path, write: Callable[[Any], None], binary: bool = False) -> None:
-    """Write ``path`` through a temporary file, so a crash never leaves half a file."""
+    """Write ``path`` through a temporary file in its folder and a rename, so a crash never leaves half a file;
+    a write that fails leaves ``path`` as it was and removes the temporary file."""
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb" if binary else "w", **({} if binary else {"newline": ""})) as handle:
-        write(handle)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb" if binary else "w", **({} if binary else {"newline": ""})) as handle:
+            write(handle)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_png(path: Path, figure: Any) -> None:
@@ -63,9 +69,9 @@ def read_log(path: Path, counts: Collection[str] = ()) -> list[dict[str, float]]
 
 class TensorBoardLog:
     """The log rows as TensorBoard scalars in ``directory`` (``tensorboard --logdir <out dir>``), one point per row
-    at step ``row[step]``. Written with ``tf.summary`` (which needs the tensorboard package, in the ``agents``
-    extra). Opening it replaces the folder's event files by ``rows`` (a resumed run's history), so steps never
-    double."""
+    at step ``row[step]``, for each value that float32 holds. Written with ``tf.summary`` (which needs the
+    tensorboard package, in the ``agents`` extra). Opening it replaces the folder's event files by ``rows`` (a
+    resumed run's history), so steps never double."""
 
     def __init__(self, directory: Path, rows: Sequence[dict[str, float]] = (), step: str = "evaluations") -> None:
         import tensorflow as tf
@@ -79,7 +85,7 @@ class TensorBoardLog:
     def write(self, row: dict[str, float]) -> None:
         with self._writer.as_default(step=int(row[self._step])):
             for key, value in row.items():
-                if key != self._step and isinstance(value, (int, float)) and math.isfinite(value):
+                if key != self._step and isinstance(value, (int, float)) and abs(value) <= FLOAT32_MAX:
                     self._tf.summary.scalar(key, value)
 
     def close(self) -> None:

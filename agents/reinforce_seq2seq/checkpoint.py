@@ -190,11 +190,12 @@ def _check_placement(path: Path, field: str, value: Any, problem: Problem) -> No
 
 
 def _check_history(path: Path, rows: Any, updates: int) -> None:
-    """The log rows of the updates so far: 1, 2, ... with increasing evaluation counts and finite numbers (the
-    mean runtime of the successful samples is NaN in an update without one; the best is inf before the first)."""
+    """The log rows of the updates so far: 1, 2, ... with increasing evaluation counts, wall times that do not
+    go back, and finite numbers (the mean runtime of the successful samples is NaN in an update without one;
+    the best is inf before the first)."""
     _expect(isinstance(rows, list) and len(rows) in (updates - 1, updates), path, "history", rows,
             f"a list of the log rows of the {updates} updates")
-    evaluations = 0
+    evaluations, wall_s = 0, 0.0
     for i, row in enumerate(rows):
         field = f"history[{i}]"
         _expect(isinstance(row, dict) and set(row) == set(LOG_COLUMNS), path, field, row,
@@ -203,8 +204,10 @@ def _check_history(path: Path, rows: Any, updates: int) -> None:
                 f"{i + 1}")
         _expect(is_integer(row["evaluations"]) and row["evaluations"] > evaluations, path, f"{field}.evaluations",
                 row["evaluations"], f"an integer > {evaluations} (the row before's)")
-        evaluations = row["evaluations"]
-        for key in LOG_COLUMNS[2:]:
+        _expect(is_finite_number(row["wall_s"]) and row["wall_s"] >= wall_s, path, f"{field}.wall_s", row["wall_s"],
+                f"a finite number >= {wall_s!r} (the row before's)")
+        evaluations, wall_s = row["evaluations"], row["wall_s"]
+        for key in (key for key in LOG_COLUMNS if key not in ("update", "evaluations", "wall_s")):
             value = row[key]
             ok = is_finite_number(value) or (
                 key == "mean_ok_runtime_s" and isinstance(value, float) and math.isnan(value)) or (
@@ -214,10 +217,13 @@ def _check_history(path: Path, rows: Any, updates: int) -> None:
                 "best_runtime_s": " or inf (no successful sample yet)"}.get(key, ""))
 
 
-def check_state(state: dict[str, Any], path: Path, trainer: Trainer, problem: Problem, budget: int | None) -> None:
-    """CheckpointFieldError for the first field of ``state`` that ``trainer`` (new, built with the checkpoint's
-    config for ``problem``) could not continue from: of the wrong type, shape or range for this model, graph,
-    cluster and evaluation ``budget``, or inconsistent with the other fields."""
+def check_state(state: dict[str, Any], path: Path, config: Config, features: np.ndarray, problem: Problem,
+                budget: int | None) -> None:
+    """CheckpointFieldError for the first field of ``state`` that a trainer with the checkpoint's ``config`` on
+    ``problem`` (whose policy input is ``features``) could not continue from: of the wrong type, shape or range
+    for this model, graph, cluster and evaluation ``budget``, or inconsistent with the other fields."""
+    with torch.device("meta"):  # the model's shapes and dtypes without its memory, whatever hidden size is asked
+        trainer = Trainer(features, problem.allowed, config)
     reference = trainer.state()
     for name in reference:
         if name not in state:
@@ -239,7 +245,9 @@ def check_state(state: dict[str, Any], path: Path, trainer: Trainer, problem: Pr
             "evaluations", evaluations, f"an integer from {least} (the history's last count)"
             + (f" to {budget} (the budget)" if budget is not None else ""))
     wall_s, baseline, spread = state["wall_s"], state["baseline"], state["spread"]
-    _expect(is_finite_number(wall_s) and wall_s >= 0, path, "wall_s", wall_s, "a finite number >= 0")
+    least_s = history[-1]["wall_s"] if history else 0.0
+    _expect(is_finite_number(wall_s) and wall_s >= least_s, path, "wall_s", wall_s,
+            f"a finite number >= {least_s!r} (the history's last)")
     _expect(baseline is None or is_finite_number(baseline), path, "baseline", baseline, "None or a finite number")
     _expect(spread is None or (is_finite_number(spread) and spread >= 0), path, "spread", spread,
             "None or a finite number >= 0")

@@ -29,7 +29,7 @@ from placement_env.parallel import BACKENDS, DEFAULT_TIMEOUT_S
 from placement_env.runtime.measured import MeasuredRuntime
 from placement_env.quiet_tf import import_tensorflow_quietly
 
-from .config import FINE_TUNING, Config, warm_start_choices
+from .config import FINE_TUNING, Config, field_error, warm_start_choices
 from .training import DEFAULT_MINUTES, TrainResult, default_out_dir, train
 from .warm_start import WARM_START_CANDIDATES
 
@@ -91,9 +91,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """``parser.error`` (exit 2, naming the flag) for flag values the argparse types cannot check alone."""
-    if args.hidden % 2:
-        parser.error(f"argument --hidden: expected an even number, got {args.hidden}")
+    """``parser.error`` (exit 2, naming the flag) for flag values the argparse types cannot check alone (the
+    hyper-parameters by Config's own checks, which a resumed checkpoint's config also passes)."""
+    for name in (*TUNED_FLAGS, "entropy", "hidden"):
+        value = getattr(args, name)
+        accepted = None if value is None else field_error(name, value)
+        if accepted:
+            parser.error(f"argument --{name.replace('_', '-')}: expected {accepted}, got {value}")
     check_task_arguments(parser, args)
     if args.warm_start is not None and args.warm_start not in warm_start_choices():
         parser.error(f"argument --warm-start: unknown method {args.warm_start!r}; choose from "

@@ -62,9 +62,11 @@ def warm_start_choices() -> tuple[str, ...]:
     return ("best", *METHODS)
 
 
+MAX_HIDDEN = 4096  # the largest LSTM size (the paper's: 256); the decoder then holds 200 million weights
 _FIELD_CHECKS: dict[str, tuple[str, Callable[[Any], bool]]] = {  # name -> (what is accepted, test)
     **{name: ("an integer >= 1", lambda v: is_integer(v) and v >= 1) for name in ("samples", "elites")},
-    "hidden": ("an even integer >= 2", lambda v: is_integer(v) and v >= 2 and v % 2 == 0),
+    "hidden": (f"an even integer from 2 to {MAX_HIDDEN}",
+               lambda v: is_integer(v) and 2 <= v <= MAX_HIDDEN and v % 2 == 0),
     **{name: ("an integer >= 0", lambda v: is_integer(v) and v >= 0) for name in ("local_moves", "noise_updates")},
     **{name: ("a finite number > 0", lambda v: is_finite_number(v) and v > 0)
        for name in ("lr", "temperature", "grad_clip", "advantage_clip", "failing_signal")},

@@ -161,8 +161,9 @@ def _trainer(problem: Problem, state: dict[str, Any] | None, checkpoint: Path, c
     features, allowed = problem_features(problem), problem.allowed
     if state is None:
         return Trainer(features, allowed, config, seed=seed)
-    trainer = Trainer(features, allowed, checkpoint_config(state, checkpoint), seed=seed)
-    check_state(state, checkpoint, trainer, problem, budget)
+    config = checkpoint_config(state, checkpoint)
+    check_state(state, checkpoint, config, features, problem, budget)
+    trainer = Trainer(features, allowed, config, seed=seed)
     trainer.load(state)
     return trainer
 
@@ -180,8 +181,8 @@ def train(benchmark: str = "nmt", cluster: str | Cluster = "paper-2gpu", runtime
     ``checkpoint_every`` updates, at the end, and on KeyboardInterrupt), the best placement and the
     learning curve. ``resume``: continue from ``out_dir/checkpoint.pt`` (which must belong to the
     same benchmark, cluster and runtime; its config is kept); every field of it is checked, and its best
-    placement re-evaluated, before anything in ``out_dir`` is written (a CheckpointMismatchError refuses it). ``evaluator``: anything with
-    ``.batch(placements [K, n]) -> list[Measurement]`` or such a callable (e.g. a
+    placement re-evaluated, before anything in ``out_dir`` is written (a CheckpointMismatchError refuses
+    it). ``evaluator``: anything with ``.batch(placements [K, n]) -> list[Measurement]`` or such a callable (e.g. a
     ``placement_env.ParallelEvaluator``); by default the problem's own evaluator, which gets
     ``measured_options`` (e.g. ``{"timeout_s": 60}``) with ``runtime="measured"``.
     """
