@@ -79,8 +79,9 @@ def _check_costs(graph: OpGraph, cluster: Cluster, costs: Any) -> OpCosts:
     wrong = ~(np.isfinite(costs.seconds) & (costs.seconds >= 0))
     if wrong.any():
         op, device = (int(k) for k in np.argwhere(wrong)[0])
-        raise ArgumentError(f"costs[{op}, {device}] = {costs.seconds[op, device]!r} (op {graph.op_names[op]!r} on "
-                            f"{cluster.devices[device].name}); expected {accepted}")
+        value, name = float(costs.seconds[op, device]), str(graph.op_names[op])
+        raise ArgumentError(f"costs[{op}, {device}] = {value!r} (op {name!r} on {cluster.devices[device].name}); "
+                            f"expected {accepted}")
     return costs
 
 

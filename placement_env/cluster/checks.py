@@ -99,7 +99,7 @@ def check_bool(value: object, path: str, where: str = "", error: Failure = bad) 
 
 def _limit(x: float) -> str:
     """A range limit as a person writes it: ``4,096``, ``1e16``, ``0.0001``."""
-    if float(x).is_integer() and abs(x) < 1e7:
+    if isinstance(x, int) or (float(x).is_integer() and abs(x) < 1e7):
         return f"{int(x):,}"
     return f"{x:g}".replace("e+0", "e").replace("e+", "e").replace("e-0", "e-")
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..opgraph import DEVICE_KINDS
-from .checks import (CONCURRENCY_RANGE, FLOPS_RANGE, FRACTION_RANGE, MEMORY_RANGE, bad, bytes_per_s, check_number, is_int,
-                     is_real, nonempty_str, seconds)
+from .checks import (CONCURRENCY_RANGE, FLOPS_RANGE, FRACTION_RANGE, MEMORY_RANGE, bad, bytes_per_s, check_number,
+                     is_int, is_real, nonempty_str, seconds)
 
 
 def device_fields(values: Mapping[str, Any], path: str) -> dict[str, Any]:

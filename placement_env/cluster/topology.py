@@ -84,7 +84,7 @@ class Topology:
     def __post_init__(self) -> None:
         for key, most in (("switches", MAX_SWITCHES), ("links", MAX_TOPOLOGY_LINKS)):
             if not isinstance(getattr(self, key), (list, tuple)):
-                raise bad(f"topology.{key}", getattr(self, key), f"a list of {'names' if key == 'switches' else 'Link'}")
+                raise bad(f"topology.{key}", getattr(self, key), "a list of " + ("names" if key == "switches" else "Link"))
             object.__setattr__(self, key, tuple(getattr(self, key)))
             if len(getattr(self, key)) > most:
                 raise ClusterConfigError(f"topology.{key}: {len(getattr(self, key)):,} {key}; a topology has at most "

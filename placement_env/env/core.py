@@ -312,8 +312,11 @@ class DevicePlacementEnv(gym.Env):
 
     def _check_action(self, action: Any) -> Any:
         n_devices = self.cluster.n_devices
-        array = np.asarray(action)
-        if array.dtype == bool or not np.issubdtype(array.dtype, np.integer):
+        try:
+            array = np.asarray(action)
+        except ValueError as error:  # nested sequences of different lengths
+            raise InvalidActionError(f"action is not one array ({error}); expected integers (device indices)") from None
+        if array.dtype.kind not in "iu":  # signed or unsigned integers: not bool, float, timedelta or object
             raise InvalidActionError(f"action has dtype {array.dtype}; expected integers (device indices)")
         if self.mode == "oneshot":
             if array.shape != (self.slots,):
