@@ -217,3 +217,34 @@ def test_update_traffic_is_an_option_written_only_when_on():
         dataclasses.replace(k80, update_traffic="yes")
     with pytest.raises(ClusterConfigError, match=r"update_traffic"):
         Cluster.from_dict({**small(), "update_traffic": 1})
+
+
+def test_the_largest_cluster_loads_and_one_more_device_is_refused():
+    device = {"kind": "GPU", "peak_flops": 1e13, "memory_bandwidth": 1e12, "memory_bytes": 2**34, "concurrency": 1}
+    data = {"name": "big", "devices": [{"name": f"gpu:{i}", **device} for i in range(1024)],
+            "default_link": {"bandwidth": 1e10, "latency": 1e-5}}
+    assert Cluster.from_dict(data).n_devices == 1024
+    data["devices"].append({"name": "gpu:1024", **device})
+    with pytest.raises(ClusterConfigError, match="devices: 1,025 devices; a cluster has at most 1,024"):
+        Cluster.from_dict(data)
+
+
+def test_routes_of_a_switched_topology_match_each_pair_route():
+    from placement_env.cluster import Link, Topology, topology_cluster
+
+    devices = [Device(f"gpu:{i}", "GPU", 1e13, 1e12, 2**34, 1, f"/device:GPU:{i}") for i in range(24)]
+    links = [Link(f"gpu:{i}", f"sw:{i % 3}", (1 + i % 2) * 1e10, 1e-6 * (i % 4)) for i in range(24)]
+    links += [Link("sw:0", "sw:1", 5e9, 2e-6), Link("sw:1", "sw:2", 5e9), Link("sw:0", "sw:2", 2e9, 1e-6)]
+    topology = Topology(("sw:0", "sw:1", "sw:2"), tuple(links))
+    cluster = topology_cluster("switched", devices, topology)
+    names = [d.name for d in devices]
+    routes = cluster.routes
+    for src in range(24):
+        for dst in range(24):
+            path = topology.route(names, src, dst)
+            p = src * 24 + dst
+            assert routes.resources[routes.pointer[p]:routes.pointer[p + 1]].tolist() == [2 * k + d for k, d in path]
+            if src != dst:
+                assert cluster.bandwidth[src, dst] == min(links[k].bandwidth for k, _ in path)
+                assert cluster.latency[src, dst] == max(links[k].latency for k, _ in path)
+    assert topology.route(names, 0, 1) == [(0, 0), (24, 0), (1, 1)]  # gpu:0 -> sw:0 -> sw:1 -> gpu:1

@@ -33,3 +33,8 @@ def test_every_public_error_is_a_placement_env_error_and_exported():
     for name in pe.errors.__all__:
         error = getattr(pe, name)
         assert issubclass(error, pe.PlacementEnvError), name
+
+
+def test_a_bad_argument_is_both_a_value_error_and_a_type_error():
+    assert issubclass(pe.ArgumentError, ValueError) and issubclass(pe.ArgumentError, TypeError)
+    assert "ArgumentError" in pe.errors.__all__
