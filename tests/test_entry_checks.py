@@ -371,3 +371,12 @@ def test_an_env_made_directly_checks_the_same_keywords():
         DevicePlacementEnv("rnnlm-tiny", mode="sequential", dense_reward="no")
     with pytest.raises(ArgumentError, match="render_mode='rgb'; expected None or one of 'rgb_array', 'ansi'"):
         DevicePlacementEnv("rnnlm-tiny", render_mode="rgb")
+
+
+def test_symmetries_take_a_cluster_and_integer_placements():
+    symmetries = pe.device_symmetries(pe.load_cluster("k80-2gpu"))
+    with pytest.raises(ArgumentError, match=r"placement=array\(\[1.7, 0. \]\); expected a 1-D integer array of devices 0..2"):
+        pe.canonical_placement(np.array([1.7, 0.0]), symmetries)
+    assert pe.canonical_placement(np.array([2, 0], np.uint8), symmetries).tolist() == [1, 0]
+    with pytest.raises(ArgumentError, match="cluster='k80-2gpu'; expected a Cluster"):
+        pe.device_symmetries("k80-2gpu")

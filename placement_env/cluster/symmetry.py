@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import ArgumentError
+from .checks import bad_argument
 from .model import Cluster
 
 __all__ = ["canonical_placement", "device_symmetries"]
@@ -61,6 +63,8 @@ def _candidates(cluster: Cluster) -> np.ndarray:
 def device_symmetries(cluster: Cluster) -> np.ndarray:
     """[k, n_devices] int64 (read-only): the relabellings that leave ``cluster`` unchanged (see the module
     docstring), the identity first."""
+    if not isinstance(cluster, Cluster):
+        raise bad_argument("cluster", cluster, "a Cluster (pe.load_cluster(name))")
     return _symmetries(cluster)
 
 
@@ -91,11 +95,14 @@ def _symmetries(cluster: Cluster) -> np.ndarray:
 def canonical_placement(placement: Any, symmetries: np.ndarray) -> np.ndarray:
     """[n] int64: ``placement`` (one device per group) relabelled by the one of ``symmetries`` (rows as
     :func:`device_symmetries` gives) that makes it lexicographically smallest."""
-    placement = np.asarray(placement, np.int64)
-    symmetries = np.asarray(symmetries, np.int64)
-    if symmetries.ndim != 2 or symmetries.shape[0] < 1:
-        raise ValueError(f"symmetries has shape {symmetries.shape}; expected [k >= 1, n_devices] permutations")
-    if placement.ndim != 1 or (placement.size and (placement.min() < 0 or placement.max() >= symmetries.shape[1])):
-        raise ValueError(f"placement must be a 1-D array of devices 0..{symmetries.shape[1] - 1}")
+    placement, symmetries = np.asarray(placement), np.asarray(symmetries)
+    if symmetries.ndim != 2 or symmetries.shape[0] < 1 or symmetries.dtype.kind not in "iu":
+        raise ArgumentError(f"symmetries has shape {symmetries.shape} and dtype {symmetries.dtype}; expected "
+                            "[k >= 1, n_devices] integer permutations (device_symmetries(cluster))")
+    n = symmetries.shape[1]
+    if placement.ndim != 1 or (placement.size and (placement.dtype.kind not in "iu" or placement.min() < 0
+                                                   or placement.max() >= n)):
+        raise bad_argument("placement", placement, f"a 1-D integer array of devices 0..{n - 1}")
+    placement, symmetries = placement.astype(np.int64), symmetries.astype(np.int64)
     relabelled = symmetries[:, placement]  # [k, n]
     return relabelled[np.lexsort(relabelled.T[::-1])[0]] if placement.size else placement
