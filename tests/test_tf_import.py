@@ -220,3 +220,15 @@ def test_unknown_shapes_error_or_documented_fallback():
     graph = pe.from_tf(graph_, unknown_dim=32, max_groups=4)
     assert graph.feeds[0]["shape"] == [32, 4]
     assert graph.op_output_bytes[graph.index_of("MatMul")] == 32 * 2 * 4
+
+
+def test_export_refuses_a_folder_and_an_unknown_suffix_before_any_work(tmp_path):
+    graph, cluster = pe.load_benchmark("rnnlm-tiny", max_groups=4), pe.load_cluster("paper-2gpu")
+    placement = np.zeros(graph.n_groups, np.int64)
+    (tmp_path / "graph.pb").mkdir()
+    with pytest.raises(pe.OutputPathError, match="graph.pb is a folder; give a file path"):
+        pe.export_placed_graph(graph, cluster, placement, tmp_path / "graph.pb")
+    with pytest.raises(pe.ArgumentError, match=r"cannot tell the format from the suffix '\.txt'"):
+        pe.export_placed_graph(graph, cluster, placement, tmp_path / "graph.txt")
+    with pytest.raises(pe.ArgumentError, match="path=3; expected a str or os.PathLike"):
+        pe.export_placed_graph(graph, cluster, placement, 3)

@@ -35,8 +35,9 @@ import tensorflow as tf
 from google.protobuf import text_format
 from tensorflow.core.framework import graph_pb2
 
-from ..errors import GraphImportError, GraphMismatchError
+from ..errors import ArgumentError, GraphImportError, GraphMismatchError
 from ..opgraph import OpGraph
+from ..output_paths import check_output_file
 from ..placement import check_placement
 from ..unionfind import UnionFind
 from . import op_facts
@@ -136,12 +137,16 @@ def placed_graph_def(graph: OpGraph, cluster: Cluster, placement: Any) -> bytes:
 
 
 def export_placed_graph(graph: OpGraph, cluster: Cluster, placement: Any, path: str | os.PathLike) -> Path:
-    """Write :func:`placed_graph_def` to ``path``: ``.pb`` binary, ``.pbtxt`` text. Returns the path."""
+    """Write :func:`placed_graph_def` to ``path``: ``.pb`` binary, ``.pbtxt`` text. Returns the path. A path
+    that cannot be written (a folder, a link, under a file) is an OutputPathError before any work."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise ArgumentError(f"path={path!r:.200}; expected a str or os.PathLike ending in .pb or .pbtxt")
     path = Path(path)
     suffix = path.suffix.lower()
     if suffix not in EXPORT_SUFFIXES:
-        raise ValueError(f"{path}: cannot tell the format from the suffix {path.suffix!r}; "
-                         f"use one of {', '.join(EXPORT_SUFFIXES)} (binary or text GraphDef)")
+        raise ArgumentError(f"{path}: cannot tell the format from the suffix {path.suffix!r}; "
+                            f"use one of {', '.join(EXPORT_SUFFIXES)} (binary or text GraphDef)")
+    check_output_file(path, "path")
     data = placed_graph_def(graph, cluster, placement)
     if suffix == ".pbtxt":
         data = text_format.MessageToString(graph_pb2.GraphDef.FromString(data)).encode()
