@@ -248,3 +248,13 @@ def test_routes_of_a_switched_topology_match_each_pair_route():
                 assert cluster.bandwidth[src, dst] == min(links[k].bandwidth for k, _ in path)
                 assert cluster.latency[src, dst] == max(links[k].latency for k, _ in path)
     assert topology.route(names, 0, 1) == [(0, 0), (24, 0), (1, 1)]  # gpu:0 -> sw:0 -> sw:1 -> gpu:1
+
+
+def test_save_makes_folders_and_refuses_a_folder(tmp_path):
+    cluster = load_cluster("paper-2gpu")
+    cluster.save(tmp_path / "new" / "c.json")
+    assert Cluster.load_json(tmp_path / "new" / "c.json") == cluster
+    from placement_env.errors import OutputPathError
+
+    with pytest.raises(OutputPathError, match="is a folder; give a file path"):
+        cluster.save(tmp_path / "new")

@@ -309,6 +309,8 @@ def linked_cluster(name: str, devices: Sequence[Device], link: Callable[[Device,
 
 def topology_cluster(name: str, devices: Sequence[Device], topology: Topology, **fields: Any) -> Cluster:
     """A cluster whose links are the routes of ``topology`` (bottleneck bandwidth, largest latency)."""
+    if not isinstance(topology, Topology):
+        raise bad("topology", topology, "a Topology")
     topology.check([d.name for d in devices])
     routes = topology.routes([d.name for d in devices])
     return Cluster(name, tuple(devices), routes.bandwidth, routes.latency, topology=topology, **fields)

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import ClusterConfigError
 from ..opgraph import DEVICE_KINDS
+from ..output_paths import check_output_file, write_output_file
 from .checks import bad, bytes_per_s, check_bool, check_device_count, nonempty_str, seconds, show
 from .device import FRACTIONS, Device, check_unique, device_fields
 from .host_transfer import HostTransfer
@@ -141,8 +142,9 @@ def to_json(cluster: Cluster) -> str:
 
 
 def save(cluster: Cluster, path: str | os.PathLike[str]) -> None:
-    """Write ``to_json(cluster)`` to ``path``."""
-    Path(path).write_text(to_json(cluster), encoding="utf-8")
+    """Write ``to_json(cluster)`` to ``path``, making its folders; an OutputPathError if it is a folder, a link
+    or under a file."""
+    write_output_file(check_output_file(path, "path"), to_json(cluster).encode("utf-8"))
 
 
 # -- reading ----------------------------------------------------------------------------------
