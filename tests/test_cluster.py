@@ -8,8 +8,9 @@ import pickle
 import numpy as np
 import pytest
 
-from placement_env.cluster import PRESETS, Cluster, Device, load_cluster, local_cluster, preset_names
-from placement_env.errors import ClusterConfigError, UnknownClusterError
+from placement_env.cluster import (PRESETS, Cluster, Device, Link, Topology, load_cluster, local_cluster, preset_names,
+                                   topology_cluster)
+from placement_env.errors import ClusterConfigError, OutputPathError, UnknownClusterError
 from placement_env.opgraph import DEVICE_KINDS
 
 
@@ -230,8 +231,6 @@ def test_the_largest_cluster_loads_and_one_more_device_is_refused():
 
 
 def test_routes_of_a_switched_topology_match_each_pair_route():
-    from placement_env.cluster import Link, Topology, topology_cluster
-
     devices = [Device(f"gpu:{i}", "GPU", 1e13, 1e12, 2**34, 1, f"/device:GPU:{i}") for i in range(24)]
     links = [Link(f"gpu:{i}", f"sw:{i % 3}", (1 + i % 2) * 1e10, 1e-6 * (i % 4)) for i in range(24)]
     links += [Link("sw:0", "sw:1", 5e9, 2e-6), Link("sw:1", "sw:2", 5e9), Link("sw:0", "sw:2", 2e9, 1e-6)]
@@ -254,7 +253,5 @@ def test_save_makes_folders_and_refuses_a_folder(tmp_path):
     cluster = load_cluster("paper-2gpu")
     cluster.save(tmp_path / "new" / "c.json")
     assert Cluster.load_json(tmp_path / "new" / "c.json") == cluster
-    from placement_env.errors import OutputPathError
-
     with pytest.raises(OutputPathError, match="is a folder; give a file path"):
         cluster.save(tmp_path / "new")
