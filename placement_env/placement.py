@@ -77,8 +77,12 @@ def check_placement(graph: OpGraph, cluster: Cluster, placement: Any) -> np.ndar
     Device kinds are not checked here: a CPU-only op on a GPU is a failed measurement
     ("no_kernel"), not bad input, so an agent's unmasked action never crashes a run.
     """
-    array = np.asarray(placement)
-    if array.dtype == bool or not (np.issubdtype(array.dtype, np.integer) or array.size == 0):
+    try:
+        array = np.asarray(placement)
+    except ValueError:  # numpy's "inhomogeneous shape": a ragged list
+        raise InvalidPlacementError("placement is not one array (rows of different lengths); expected one "
+                                    "device index per group") from None
+    if array.dtype.kind not in "iu" and not (array.size == 0 and array.dtype.kind != "b"):
         raise InvalidPlacementError(
             f"placement has dtype {array.dtype}; expected integers (one device index per group)"
         )

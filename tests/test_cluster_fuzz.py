@@ -148,9 +148,9 @@ def tiny():
     return pe.load_benchmark("rnnlm-tiny", max_groups=6), pe.load_cluster("paper-2gpu")
 
 
-# Every kind of dtype but timedelta64 (see test_a_timedelta_placement_is_invalid).
 dtypes = st.one_of(hnp.integer_dtypes(), hnp.unsigned_integer_dtypes(), hnp.floating_dtypes(), hnp.boolean_dtypes(),
-                   hnp.complex_number_dtypes(), hnp.datetime64_dtypes(), hnp.byte_string_dtypes(max_len=3),
+                   hnp.complex_number_dtypes(), hnp.datetime64_dtypes(), hnp.timedelta64_dtypes(),
+                   hnp.byte_string_dtypes(max_len=3),
                    hnp.unicode_string_dtypes(max_len=3))
 
 
@@ -185,8 +185,6 @@ def test_any_placement_evaluates_or_is_an_invalid_placement(tiny, data):
     assert measurement.ok or measurement.failure in ("oom", "no_kernel")
 
 
-@pytest.mark.xfail(strict=True, raises=IndexError, reason="placement.check_placement takes timedelta64 for "
-                   "integers (numpy files it under np.integer) and NaT for device -2**63; the fix is in placement.py")
 def test_a_timedelta_placement_is_invalid(tiny):
     graph, cluster = tiny
     with pytest.raises(pe.InvalidPlacementError, match="dtype timedelta64"):
