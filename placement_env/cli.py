@@ -80,10 +80,10 @@ def main(argv: list[str] | None = None) -> int:
     report.add_argument("results")
     report.add_argument("-o", "--out-dir", default="report", help="where report.md and the plots go (default: %(default)s)")
     args = parser.parse_args(argv)
-    if args.command != "cluster":
-        import_tensorflow_quietly()  # graphs and op costs need TF; keep its start-up notices off the screen
     try:
         _check_flags(args)
+        if args.command != "cluster":
+            import_tensorflow_quietly()  # graphs and op costs need TF; keep its start-up notices off the screen
         if args.command == "info":
             print(describe_graph(_load_graph(args.benchmark, args.max_groups), top=args.top))
         elif args.command == "calibrate":

@@ -132,7 +132,7 @@ def _open_file(folder: int, name: str, shown: str, *, append: bool) -> int:
                                   "remove it or give another path") from None
         if error.errno in (errno.ENXIO, errno.EISDIR):
             raise OutputPathError(f"{shown} is not a regular file; give another path") from None
-        raise
+        raise OSError(error.errno, error.strerror, shown) from None  # named by its whole path, not its name
     info = os.fstat(fd)
     reason = ("is not a regular file" if not stat.S_ISREG(info.st_mode)
               else f"has {info.st_nlink - 1} other hard link(s), which would change too" if info.st_nlink > 1 else "")

@@ -320,11 +320,12 @@ class ResultsWriter:
         self._lock: contextlib.AbstractContextManager | None = results_lock(self.path)
         self._lock.__enter__()
         try:
+            if self.path.exists() or self.path.is_symlink():
+                self._handle = open_output_file(self.path, append=True)  # a link is refused before it is read
             found = read_results(self.path, allow_torn_tail=True)
             self.finished = {row_key(row): f"line {line}" for row, line in zip(found.rows, found.lines)
                              if finished(row)}
-            if self.path.exists() or self.path.is_symlink():
-                self._handle = open_output_file(self.path, append=True)  # a link is refused before any work
+            if self._handle is not None:
                 if found.torn_tail is not None:
                     self._handle.truncate(found.torn_tail.offset)
                     warnings.warn(f"{self.path}:{found.torn_tail.line}: cut a last line without a newline that is "
