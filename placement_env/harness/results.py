@@ -17,7 +17,7 @@ import stat
 import warnings
 from importlib import metadata
 from pathlib import Path
-from typing import Any, BinaryIO, Iterable, Iterator, NamedTuple
+from typing import Any, BinaryIO, Iterator, NamedTuple
 
 from ..errors import ResultsBusyError, ResultsFormatError
 from ..cluster import Cluster
