@@ -165,6 +165,7 @@ def adam(name, value):
     (lambda state: state["optimizer"].__setitem__("state", [1, 2]), "optimizer"),
     (setter("torch_rng", torch.zeros(3, dtype=torch.uint8)), "torch_rng"),
     (setter("generator", "seed"), "generator"),
+    (lambda state: state["generator"].zero_(), "generator"),  # the right size, but no generator's state
     (setter("updates", -1), "updates"),
     (setter("wall_s", math.inf), "wall_s"),
     (setter("baseline", "x"), "baseline"),
@@ -175,6 +176,17 @@ def adam(name, value):
 ])
 def test_other_fields_out_of_range_are_refused(run, tmp_path, change, field):
     assert refused(run, tmp_path / "run", change).field == field
+
+
+@pytest.mark.parametrize("change, message", [
+    (setter("format", torch.tensor([])), "has checkpoint format a float32 tensor of shape (0,)"),
+    (lambda state: state["meta"].__setitem__("benchmark", torch.zeros(2, 1)),
+     "belongs to benchmark=a float32 tensor of shape (2, 1) cluster='paper-2gpu'"),
+    (setter("meta", "rnnlm-tiny"), "belongs to meta='rnnlm-tiny', not benchmark='rnnlm-tiny'"),
+])
+def test_a_tampered_format_or_task_is_refused_in_one_line(run, tmp_path, change, message):
+    error = refused(run, tmp_path / "run", change)
+    assert message in str(error) and "\n" not in str(error)
 
 
 class _RunsCode:

@@ -82,13 +82,15 @@ def load_for_resume(path: Path, meta: dict[str, str]) -> dict[str, Any]:
     if not path.exists():
         raise FileNotFoundError(f"resume: no checkpoint at {path}")
     state = load_checkpoint(path)
-    if state.get("format") != CHECKPOINT_FORMAT:
+    found = state.get("format")
+    if not (is_integer(found) and found == CHECKPOINT_FORMAT):
         raise CheckpointMismatchError(
-            f"resume: {path} has checkpoint format {_describe(state.get('format'))}, this version reads format "
+            f"resume: {path} has checkpoint format {_describe(found)}, this version reads format "
             f"{CHECKPOINT_FORMAT}; use another --out-dir to start afresh {UNCHANGED}")
     theirs = state.get("meta")
-    if theirs != meta:
-        task = (" ".join(f"{key}={theirs.get(key)!r}" for key in meta) if isinstance(theirs, dict)
+    if not (isinstance(theirs, dict) and set(theirs) == set(meta)
+            and all(isinstance(theirs[key], str) and theirs[key] == value for key, value in meta.items())):
+        task = (" ".join(f"{key}={_describe(theirs.get(key))}" for key in meta) if isinstance(theirs, dict)
                 else f"meta={_describe(theirs)}")
         raise CheckpointMismatchError(
             f"resume: {path} belongs to {task}, not " + " ".join(f"{key}={value!r}" for key, value in meta.items())
@@ -106,7 +108,7 @@ def _describe(value: Any) -> str:
             return f"an empty {type(value).__name__}"
         return (f"a {type(value).__name__} with the keys {', '.join(_describe(key) for key in keys[:4])}"
                 + (f" and {len(keys) - 4} more" if len(keys) > 4 else ""))
-    text = repr(value)
+    text = " ".join(repr(value).split())  # one line
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -217,6 +219,17 @@ def _check_history(path: Path, rows: Any, updates: int) -> None:
                 "best_runtime_s": " or inf (no successful sample yet)"}.get(key, ""))
 
 
+def _is_generator_state(value: Any, reference: torch.Tensor) -> bool:
+    """Whether ``value`` is a state a CPU random generator takes (tried on a scratch one)."""
+    if not (isinstance(value, torch.Tensor) and value.dtype == reference.dtype and value.shape == reference.shape):
+        return False
+    try:
+        torch.Generator().set_state(value)
+    except RuntimeError:
+        return False
+    return True
+
+
 def check_state(state: dict[str, Any], path: Path, config: Config, features: np.ndarray, problem: Problem,
                 budget: int | None) -> None:
     """CheckpointFieldError for the first field of ``state`` that a trainer with the checkpoint's ``config`` on
@@ -232,9 +245,8 @@ def check_state(state: dict[str, Any], path: Path, config: Config, features: np.
                    f"the model of hidden size {trainer.config.hidden} for {problem.graph.name!r} on "
                    f"{problem.cluster.name!r}")
     for name in ("torch_rng", "generator"):
-        _expect(isinstance(state[name], torch.Tensor) and state[name].dtype == reference[name].dtype
-                and state[name].shape == reference[name].shape, path, name, state[name],
-                f"{_describe(reference[name])}, a torch random generator's state")
+        _expect(_is_generator_state(state[name], reference[name]), path, name, state[name],
+                f"{_describe(reference[name])} that is a torch random generator's state")
     updates = state["updates"]
     _expect(is_integer(updates) and updates >= 0, path, "updates", updates, "an integer >= 0")
     _check_optimizer(path, state["optimizer"], list(trainer.policy.parameters()), updates)
