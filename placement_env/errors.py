@@ -183,8 +183,9 @@ class UnknownSuiteError(PlacementEnvError, KeyError):
 
 
 # ---- raised by the baselines and agents (defined here so that every public error is in one place) ----
-class MapperNotFoundError(PlacementEnvError, FileNotFoundError):
-    """The Scotch mapper (``scotch_gmap`` / ``gmap``) is not installed."""
+class MapperNotFoundError(MethodConfigError, FileNotFoundError):
+    """The Scotch mapper (``scotch_gmap`` / ``gmap``) is not installed: the method cannot run on this
+    machine, so the harness redoes its rows once it is."""
 
 
 class MapperError(PlacementEnvError, RuntimeError):

@@ -4,6 +4,12 @@ import os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
+
+# Property-based tests: no example database in the checkout, the same examples on every run (so a
+# failure in CI reproduces here), each test's examples bounded by its own settings.
+settings.register_profile("placement_env", database=None, derandomize=True)
+settings.load_profile("placement_env")
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -97,7 +97,7 @@ def mutate(data, draw):
         parent = parent[key]
     node = parent[last]
     action = draw(st.sampled_from(["scale"] * 3 + ["replace"] * 3 + ["remove", "add"]))
-    if action == "scale" and isinstance(node, (int, float)) and not isinstance(node, bool):
+    if action == "scale" and isinstance(node, (int, float)) and not isinstance(node, bool) and abs(node) < 1e300:
         parent[last] = node * 10.0 ** draw(st.integers(-4, 4))
     elif action == "remove":
         del parent[last]

@@ -2,10 +2,10 @@
 
 A rerun with the same results file skips the rows already there, so an interrupted run resumes
 without redoing or losing finished work. A method that raises (e.g. the expert has no placement
-for a synthetic graph, the Scotch mapper is missing) gives a row with ``failure="method_error"``
-and its message; the run goes on. When the measured runtime's machinery fails (after its own
-retries) the row has ``failure="infrastructure"``, and when the method cannot run as configured
-(a MethodConfigError, e.g. an unreadable checkpoint) ``failure="configuration"``: neither is
+for a synthetic graph) gives a row with ``failure="method_error"`` and its message; the run goes
+on. When the measured runtime's machinery fails (after its own retries) the row has
+``failure="infrastructure"``, and when the method cannot run as configured (a MethodConfigError,
+e.g. an unreadable checkpoint or a missing Scotch mapper) ``failure="configuration"``: neither is
 finished work, so a rerun does it again.
 """
 from __future__ import annotations
