@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import math
 import os
+import pickle
 import re
 import shutil
 from pathlib import Path
@@ -102,3 +103,16 @@ def export_best(benchmark: str, cluster: str, placement: Any, path: Path) -> str
         return f"placed TF graph: {path}"
     except Exception as error:  # noqa: BLE001 - e.g. a synthetic graph without a GraphDef
         return f"note: no placed TF graph written ({type(error).__name__}: {error})"
+
+
+def unreadable_reason(error: Exception) -> str:
+    """Why ``torch.load(weights_only=True)`` could not read a file, in our words: torch's own text for a file
+    that asks for other objects suggests loading it with ``weights_only=False``, which would run whatever
+    code the file holds."""
+    if isinstance(error, pickle.UnpicklingError):
+        wanted = re.search(r"GLOBAL (\S+)", str(error))
+        return (f"it asks for the Python object {wanted.group(1)}" if wanted else "its data is not a checkpoint's")
+    if isinstance(error, EOFError):
+        return "it is empty or cut short"
+    first = str(error).strip().split(". ")[0][:200]
+    return f"{type(error).__name__}: {first if first and 'weights_only' not in first else 'not a torch checkpoint'}"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -138,6 +139,10 @@ def test_checkpoint_round_trip_and_bad_files(tmp_path, tiny):
     (tmp_path / "corrupt.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(CheckpointMismatchError, match="corrupt.pt is not a readable checkpoint"):
         load_network(tmp_path / "corrupt.pt")
+    torch.save({"format": 1, "config": Path("/")}, tmp_path / "crafted.pt")  # asks for a Python object
+    with pytest.raises(CheckpointMismatchError, match="asks for the Python object .*no code is run") as error:
+        load_network(tmp_path / "crafted.pt")
+    assert "weights_only" not in str(error.value)
     torch.save({"format": 99}, tmp_path / "other.pt")
     with pytest.raises(CheckpointMismatchError, match="format 1 .found 99"):
         load_network(tmp_path / "other.pt")

@@ -283,8 +283,11 @@ def test_local_moves_stay_next_to_the_best_placement():
 
 
 @pytest.mark.parametrize("field, value, accepted", [
-    ("local_moves", -1, "an integer >= 0"), ("samples", True, "an integer >= 1"), ("lr", 0.0, "a finite number > 0"),
-    ("explore", float("nan"), "a finite number >= 0"), ("warm_start_prob", 1.5, "a number in \\[0, 1\\]"),
+    ("local_moves", -1, "an integer from 0 to 1,000,000,000"), ("samples", True, "an integer from 1 to 4,096"),
+    ("samples", 10**13, "an integer from 1 to 4,096"), ("lr", 0.0, "a finite number > 0 and <= 10"),
+    ("lr", 1e300, "a finite number > 0 and <= 10"), ("temperature", 1e-300, "a finite number >= 0.001 and <= 1000"),
+    ("explore", float("nan"), "a finite number >= 0 and <= 1e\\+06"),
+    ("warm_start_prob", 1.5, "a finite number >= 0 and <= 1"),
 ])
 def test_config_refuses_values_out_of_range(field, value, accepted):
     with pytest.raises(ValueError, match=f"Config.{field}=.*; expected {accepted}"):

@@ -4,6 +4,7 @@ CheckpointMismatchError (a CheckpointFieldError naming the field, its value and 
 the run folder, best_placement.json included, byte for byte as it was."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import pathlib
@@ -100,7 +101,7 @@ def test_a_history_row_with_a_bad_number_is_refused(run, tmp_path):
     ("hidden", -5, "an even integer from 2 to 4096"),
     ("hidden", 7, "an even integer from 2 to 4096"),
     ("hidden", 10 ** 9, "an even integer from 2 to 4096"),
-    ("lr", "fast", "a finite number > 0"),
+    ("lr", "fast", "a finite number > 0 and <= 10"),
     ("warm_start", "oracle", "None, 'best' or a method"),
 ])
 def test_a_config_field_out_of_range_is_refused(run, tmp_path, name, value, accepted):
@@ -235,11 +236,9 @@ def test_the_command_line_refuses_a_tampered_checkpoint_in_one_line(run, tmp_pat
     assert files(out) == before
 
 
-# the checkpoint's scalars, and the config fields whose every accepted value trains (a fresh run given an lr of
-# 1e300 or a million samples per update fails alike)
+# the checkpoint's scalars and every config field (Config's ranges keep training finite)
 SCALARS = ("format", "updates", "evaluations", "wall_s", "baseline", "spread", "best_runtime_s",
-           *(f"config.{name}" for name in ("hidden", "elites", "local_moves", "noise_updates", "baseline_decay",
-                                           "normalize_advantages", "warm_start", "warm_start_prob")))
+           *(f"config.{field.name}" for field in dataclasses.fields(Config)))
 VALUES = st.one_of(st.none(), st.booleans(), st.integers(-10 ** 13, 10 ** 13),
                    st.floats(allow_subnormal=False),  # the trainer flushes denormals to zero
                    st.text(max_size=3),
@@ -267,3 +266,40 @@ def test_tampered_scalars_resume_or_are_refused(run, field, value):
         event("resumed")
         assert result.updates >= state["updates"] and result.evaluations <= SPENT + SAMPLES
         assert json.loads((out / BEST_JSON).read_text())["runtime_s"] == result.best_runtime_s < math.inf
+
+
+def _better_placement(run: pathlib.Path) -> tuple[list[int], float]:
+    """A placement faster than the checkpoint's best, and its simulated runtime: the best with one group moved."""
+    import placement_env as pe
+
+    graph, cluster = pe.load_benchmark(BENCHMARK), pe.load_cluster("paper-2gpu")
+    best = torch.load(run / CHECKPOINT, weights_only=True)["best_placement"]
+    recorded = json.loads((run / BEST_JSON).read_text())["runtime_s"]
+    for group in range(graph.n_groups):
+        for device in range(cluster.n_devices):
+            candidate = list(best)
+            candidate[group] = device
+            m = pe.evaluate(graph, cluster, candidate)
+            if m.ok and m.runtime_s < recorded:
+                return candidate, m.runtime_s
+    pytest.skip("the checkpoint's best has no faster neighbour")
+
+
+def test_a_better_best_written_after_the_checkpoint_is_kept(run, tmp_path):
+    """A run killed between checkpoints wrote its newest best to best_placement.json only: a resume keeps it."""
+    out = tampered(run, tmp_path / "run", lambda state: None)
+    placement, runtime_s = _better_placement(run)
+    record = json.loads((out / BEST_JSON).read_text())
+    (out / BEST_JSON).write_text(json.dumps({**record, "placement": placement, "runtime_s": runtime_s}))
+    result = resume(out, budget=SPENT)  # no update: the best can only come from the file
+    assert result.best_runtime_s == runtime_s and result.best_placement.tolist() == placement
+    assert json.loads((out / BEST_JSON).read_text())["runtime_s"] == runtime_s
+
+
+def test_a_best_file_that_does_not_re_evaluate_to_its_runtime_is_replaced(run, tmp_path):
+    out = tampered(run, tmp_path / "run", lambda state: None)
+    record = json.loads((out / BEST_JSON).read_text())
+    (out / BEST_JSON).write_text(json.dumps({**record, "runtime_s": record["runtime_s"] / 2}))  # a claim, not a result
+    result = resume(out)
+    kept = json.loads((out / BEST_JSON).read_text())
+    assert kept["runtime_s"] == result.best_runtime_s > record["runtime_s"] / 2

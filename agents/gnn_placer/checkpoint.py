@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from agents.run_files import atomic_write
+from agents.run_files import atomic_write, unreadable_reason
 from placement_env.errors import CheckpointMismatchError
 
 from .cost_model import CostNet
@@ -59,9 +59,8 @@ def _read(path: Path, what: str, kind: str | None, fmt: int, how: str) -> dict[s
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as error:  # noqa: BLE001 - torch raises several types for a bad file
-        reason = (str(error).strip().splitlines() or ["no details"])[0][:200]
-        raise CheckpointMismatchError(f"GNN placer: {path} is not a readable {what} ({type(error).__name__}: "
-                                      f"{reason}); {how}") from None
+        raise CheckpointMismatchError(f"GNN placer: {path} is not a readable {what} ({unreadable_reason(error)}); "
+                                      f"only tensors and plain data are loaded, and no code is run; {how}") from None
     if not isinstance(state, dict) or state.get("format") != fmt or state.get("kind") != kind:
         if not isinstance(state, dict):
             found = type(state).__name__

@@ -11,16 +11,15 @@ re-evaluate to its recorded runtime (:func:`check_best`).
 """
 from __future__ import annotations
 
+import json
 import math
-import pickle
-import re
 from pathlib import Path
 from typing import Any, Mapping, NoReturn
 
 import numpy as np
 import torch
 
-from agents.run_files import atomic_write
+from agents.run_files import atomic_write, unreadable_reason
 from placement_env import (CheckpointFieldError, CheckpointMismatchError, InfrastructureError, InvalidPlacementError,
                            Problem, check_placement)
 
@@ -43,18 +42,6 @@ def save_checkpoint(path: Path, trainer: Trainer, meta: dict[str, str]) -> None:
     atomic_write(path, lambda handle: torch.save(state, handle), binary=True)
 
 
-def _unreadable_reason(error: Exception) -> str:
-    """Why torch could not read a checkpoint, in our words: torch's own text for a file that asks for other
-    objects suggests loading it with ``weights_only=False``, which would run whatever code the file holds."""
-    if isinstance(error, pickle.UnpicklingError):
-        wanted = re.search(r"GLOBAL (\S+)", str(error))
-        return (f"it asks for the Python object {wanted.group(1)}" if wanted else "its data is not a checkpoint's")
-    if isinstance(error, EOFError):
-        return "it is empty or cut short"
-    first = str(error).strip().split(". ")[0][:200]
-    return f"{type(error).__name__}: {first if first and 'weights_only' not in first else 'not a torch checkpoint'}"
-
-
 def load_checkpoint(path: Path) -> dict[str, Any]:
     """The checkpoint at ``path``, as saved (tensors on the CPU).
 
@@ -67,7 +54,7 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
         raise
     except Exception as error:  # noqa: BLE001 - torch raises several types for a bad file
         raise CheckpointMismatchError(
-            f"resume: {path} is not a readable checkpoint ({_unreadable_reason(error)}); only tensors and plain "
+            f"resume: {path} is not a readable checkpoint ({unreadable_reason(error)}); only tensors and plain "
             f"data are loaded, and no code is run; use another --out-dir to start afresh {UNCHANGED}") from None
     if not isinstance(state, dict):
         raise CheckpointMismatchError(f"resume: {path} holds a {type(state).__name__}, not a checkpoint {UNCHANGED}")
@@ -307,3 +294,24 @@ def check_best(trainer: Trainer, path: Path, evaluate_batch: EvaluateBatch, runt
         _refuse(path, "best_runtime_s", repr(recorded),
                 f"the runtime its best_placement re-evaluates to on the {runtime} runtime, {now}, within "
                 f"{tolerance:g} of it (relative)")
+
+
+def adopt_written_best(trainer: Trainer, path: Path, problem: Problem, evaluate_batch: EvaluateBatch,
+                       runtime: str) -> bool:
+    """Take the best placement of ``best_placement.json`` at ``path`` into ``trainer`` when it is better than the
+    checkpoint's (a run killed between checkpoints wrote it last) and re-evaluates (one evaluation, not counted)
+    to its recorded runtime within ``BEST_TOLERANCE[runtime]``; True if taken. A file that is missing, unreadable,
+    no better, or does not re-evaluate to its runtime is left to be replaced by the checkpoint's best."""
+    try:
+        record = json.loads(path.read_text())
+        placement = check_placement(problem.graph, problem.cluster, record["placement"])
+        recorded = record["runtime_s"]
+    except (OSError, ValueError, KeyError, TypeError):  # ValueError: bad JSON or an invalid placement
+        return False
+    if not (is_finite_number(recorded) and 0 < recorded < trainer.best_runtime_s):
+        return False
+    (measurement,) = evaluate_batch(placement[None])
+    if not (measurement.ok and abs(measurement.runtime_s - recorded) <= BEST_TOLERANCE[runtime] * recorded):
+        return False
+    trainer.best_runtime_s, trainer.best_placement = float(recorded), np.array(placement)
+    return True

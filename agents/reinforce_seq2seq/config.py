@@ -63,17 +63,33 @@ def warm_start_choices() -> tuple[str, ...]:
 
 
 MAX_HIDDEN = 4096  # the largest LSTM size (the paper's: 256); the decoder then holds 200 million weights
+
+
+def _integer_in(low: int, high: int) -> tuple[str, Callable[[Any], bool]]:
+    return f"an integer from {low:,} to {high:,}", lambda v: is_integer(v) and low <= v <= high
+
+
+def _number_in(low: float, high: float, *, low_open: bool = False) -> tuple[str, Callable[[Any], bool]]:
+    lowest = f"> {low:g}" if low_open else f">= {low:g}"
+    return (f"a finite number {lowest} and <= {high:g}",
+            lambda v: is_finite_number(v) and (v > low if low_open else v >= low) and v <= high)
+
+
+# Upper limits keep every value where training stays finite (a larger one overflows the logits, the loss or
+# the batch), far beyond any setting that trains: the paper's lr 0.1 at most, temperatures about 1, K = 16.
 _FIELD_CHECKS: dict[str, tuple[str, Callable[[Any], bool]]] = {  # name -> (what is accepted, test)
-    **{name: ("an integer >= 1", lambda v: is_integer(v) and v >= 1) for name in ("samples", "elites")},
+    "samples": _integer_in(1, 4096),  # placements per update, all held in one batch
+    "elites": _integer_in(1, 1024),
     "hidden": (f"an even integer from 2 to {MAX_HIDDEN}",
                lambda v: is_integer(v) and 2 <= v <= MAX_HIDDEN and v % 2 == 0),
-    **{name: ("an integer >= 0", lambda v: is_integer(v) and v >= 0) for name in ("local_moves", "noise_updates")},
-    **{name: ("a finite number > 0", lambda v: is_finite_number(v) and v > 0)
-       for name in ("lr", "temperature", "grad_clip", "advantage_clip", "failing_signal")},
-    **{name: ("a finite number >= 0", lambda v: is_finite_number(v) and v >= 0)
-       for name in ("entropy", "logits_noise", "explore", "self_imitation")},
-    **{name: ("a number in [0, 1]", lambda v: is_finite_number(v) and 0 <= v <= 1)
-       for name in ("baseline_decay", "warm_start_prob")},
+    **{name: _integer_in(0, 10**9) for name in ("local_moves", "noise_updates")},
+    "lr": _number_in(0, 10, low_open=True),
+    "temperature": _number_in(1e-3, 1e3),  # logits are divided by it
+    **{name: _number_in(0, 1e6, low_open=True) for name in ("grad_clip", "advantage_clip")},
+    "failing_signal": _number_in(0, 1e6, low_open=True),  # seconds, as results files accept runtimes
+    **{name: _number_in(0, 1e3) for name in ("entropy", "logits_noise", "self_imitation")},
+    "explore": _number_in(0, 1e6),  # groups per placement
+    **{name: _number_in(0, 1) for name in ("baseline_decay", "warm_start_prob")},
     "normalize_advantages": ("True or False", lambda v: isinstance(v, (bool, np.bool_))),
     "warm_start": ("None, 'best' or a method of placement_env.METHODS",
                    lambda v: v is None or (isinstance(v, str) and v in warm_start_choices())),

@@ -23,8 +23,8 @@ from agents.report import plot_curve
 from agents.run_files import BEST_JSON, CURVE, LOG, TENSORBOARD, TensorBoardLog, atomic_write, run_dir, write_log
 from placement_env import Cluster, Evaluator, Problem, load_benchmark, load_cluster
 
-from .checkpoint import (CHECKPOINT, CHECKPOINT_EVERY, check_best, check_state, checkpoint_config, load_for_resume,
-                         save_checkpoint)
+from .checkpoint import (CHECKPOINT, CHECKPOINT_EVERY, adopt_written_best, check_best, check_state, checkpoint_config,
+                         load_for_resume, save_checkpoint)
 from .config import Config, is_integer
 from .policy import problem_features
 from .trainer import LOG_COLUMNS, EvaluateBatch, Trainer, batch_function
@@ -202,6 +202,7 @@ def train(benchmark: str = "nmt", cluster: str | Cluster = "paper-2gpu", runtime
         evaluate_batch = batch_function(evaluator) if evaluator is not None else problem.evaluator.batch
         if state is not None:
             check_best(trainer, out / CHECKPOINT, evaluate_batch, meta["runtime"])
+            adopt_written_best(trainer, out / BEST_JSON, problem, evaluate_batch, meta["runtime"])
         elif trainer.config.warm_start:
             start = warm_start(trainer, problem, evaluate_batch)
             if progress:
