@@ -4,7 +4,9 @@ A seeded run's float sums, so what it learns, depend on torch's thread count, an
 one thread per core: the same seed would give another run on a machine with another number of cores
 (the seq2seq agent on NMT / 2 GPUs, seed 0: one thread and two part at the 6th update). So the harness
 methods run on a set count, ``$AGENT_TORCH_THREADS`` or :data:`HARNESS_THREADS`, and the command lines
-take ``--threads``.
+take ``--threads``. The trainers flush denormal floats to zero on their thread (:class:`Trainer`), a
+processor state that would leak into the caller's own float code; :func:`caller_float_mode_kept` puts
+it back after a harness method or a training run.
 """
 from __future__ import annotations
 
@@ -43,10 +45,39 @@ def torch_threads(threads: int) -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
+def denormals_flushed() -> bool:
+    """Whether this thread flushes denormal floats to zero (the smallest double then reads as 0)."""
+    import numpy as np
+
+    return bool(np.array([5e-324]) * 1.0 == 0.0)
+
+
+@contextmanager
+def caller_float_mode_kept() -> Iterator[None]:
+    """This thread's flushing of denormals as it was before, after the block (which may switch it on)."""
+    import torch
+
+    flushed = denormals_flushed()
+    try:
+        yield
+    finally:
+        torch.set_flush_denormal(flushed)
+
+
+def keeps_caller_float_mode(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function``, run within :func:`caller_float_mode_kept`."""
+    @functools.wraps(function)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        with caller_float_mode_kept():
+            return function(*args, **kwargs)
+    return run
+
+
 def on_harness_threads(method: Callable[..., Any]) -> Callable[..., Any]:
-    """A harness method that trains on :func:`harness_threads` torch threads, whatever the caller's."""
+    """A harness method that trains on :func:`harness_threads` torch threads, whatever the caller's, and leaves
+    the caller's float mode as it found it."""
     @functools.wraps(method)
     def run(*args: Any, **kwargs: Any) -> Any:
         with torch_threads(harness_threads()):
             return method(*args, **kwargs)
-    return run
+    return keeps_caller_float_mode(run)

@@ -37,15 +37,18 @@ def _one_torch_thread():
     The training tests assert what a seeded run learns, and a run's float sums, so its trajectory,
     depend on torch's thread count (MaskablePPO on the tiny env: 1.40 ms with one thread, 2.37 ms with
     two, against 2.33 ms for random placements). The networks are small, so extra threads only wait
-    on each other on a shared CPU; the suite runs one test process per core.
+    on each other on a shared CPU; the suite runs one test process per core. Denormals are not flushed
+    at the start (a test that builds a seq2seq Trainer itself leaves its thread flushing them, which
+    Hypothesis' float strategies refuse to run under).
     """
     try:
-        import torch  # noqa: F401
+        import torch
     except ImportError:  # a set-up without the agents' extra: the tests that need torch skip themselves
         yield
         return
     from agents.torch_threads import torch_threads
 
+    torch.set_flush_denormal(False)
     with torch_threads(1):
         yield
 

@@ -636,3 +636,16 @@ def test_a_row_comes_back_whatever_torch_threads_the_caller_runs(monkeypatch):
         finally:
             torch.set_num_threads(threads)
     assert placements[0] == placements[1]
+
+
+def test_training_leaves_the_callers_float_mode_as_it_found_it(tmp_path):
+    """The trainer flushes denormals to zero on its thread; the caller's own float code gets them back after."""
+    from agents.torch_threads import denormals_flushed
+    from placement_env.problem import Problem, solve
+
+    assert not denormals_flushed()
+    train("rnnlm-tiny", budget=8, samples=4, out_dir=tmp_path / "run", progress=False)
+    assert not denormals_flushed()
+    problem = Problem.make(pe.load_benchmark("rnnlm-tiny"), pe.load_cluster("paper-2gpu"), budget=8, seed=0)
+    solve("agents.reinforce_seq2seq:place", problem)
+    assert not denormals_flushed()

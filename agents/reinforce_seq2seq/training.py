@@ -21,6 +21,7 @@ import numpy as np
 
 from agents.report import plot_curve
 from agents.run_files import BEST_JSON, CURVE, LOG, TENSORBOARD, TensorBoardLog, atomic_write, run_dir, write_log
+from agents.torch_threads import keeps_caller_float_mode
 from placement_env import Cluster, Evaluator, Problem, load_benchmark, load_cluster
 
 from .checkpoint import (CHECKPOINT, CHECKPOINT_EVERY, adopt_written_best, check_best, check_state, checkpoint_config,
@@ -168,6 +169,7 @@ def _trainer(problem: Problem, state: dict[str, Any] | None, checkpoint: Path, c
     return trainer
 
 
+@keeps_caller_float_mode
 def train(benchmark: str = "nmt", cluster: str | Cluster = "paper-2gpu", runtime: str = "sim", *,
           budget: int | None = None, seconds: float | None = None, samples: int = 16, seed: int = 0,
           out_dir: str | os.PathLike | None = None, resume: bool = False, evaluator: Any = None,
