@@ -11,8 +11,14 @@ Public API (TensorFlow is imported only when a function that needs it is first u
 """
 from __future__ import annotations
 
+import os
 from importlib import import_module
 from typing import Any
+
+# TensorFlow's C++ side prints start-up notices (absl, oneDNN, CPU features) when it is first imported, by
+# whichever of this package's functions needs it first; level 2 keeps them and other info and warning lines
+# off the screen (errors still show). A level the user set wins.
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from . import errors
 from .errors import *  # noqa: F403 - every public error, listed in errors.__all__

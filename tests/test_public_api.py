@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import re
 from pathlib import Path
 
@@ -38,3 +39,19 @@ def test_every_public_error_is_a_placement_env_error_and_exported():
 def test_a_bad_argument_is_both_a_value_error_and_a_type_error():
     assert issubclass(pe.ArgumentError, ValueError) and issubclass(pe.ArgumentError, TypeError)
     assert "ArgumentError" in pe.errors.__all__
+
+
+def test_making_the_env_prints_no_tensorflow_start_up_lines():
+    """Quiet by default: no absl / oneDNN / CPU-feature notices, unless the user's TF_CPP_MIN_LOG_LEVEL asks."""
+    import subprocess
+    import sys
+
+    script = ("import gymnasium as gym, placement_env\n"
+              "env = gym.make('DevicePlacement-v0', benchmark='rnnlm-tiny')\nenv.reset(seed=0)\nprint('made')")
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    quiet = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert quiet.returncode == 0 and quiet.stdout.strip() == "made", quiet.stderr[-2000:]
+    assert "cpu_feature_guard" not in quiet.stderr and "absl::InitializeLog" not in quiet.stderr, quiet.stderr
+    asked = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           env={**env, "TF_CPP_MIN_LOG_LEVEL": "0"}, timeout=300)
+    assert asked.returncode == 0 and "cpu_feature_guard" in asked.stderr
