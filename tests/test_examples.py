@@ -29,7 +29,9 @@ def test_every_example_has_a_run():
     assert set(EXAMPLES) == set(RUNS)
 
 
-@pytest.mark.parametrize("name", EXAMPLES)
+# The SB3 training run is "slow" as the other SB3 training tests are (`-m "not slow"` skips them).
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n == "sb3_graph_extractor.py" else n
+                                  for n in EXAMPLES])
 def test_example_runs(name, tmp_path):
     args, expected = RUNS[name]
     out = [] if name in NO_OUT else ["--out", str(tmp_path / "out")]
