@@ -25,12 +25,12 @@ import gymnasium as gym
 import numpy as np
 from tqdm import tqdm
 
-from agents.arguments import (add_threads_argument, add_timeout_argument, check_out_dir, check_task_arguments,
+from agents.common.arguments import (add_threads_argument, add_timeout_argument, check_out_dir, check_task_arguments,
                               measured_options, positive_float, positive_int)
-from agents.report import baseline_table, curve_references, plot_curve
-from agents.run_files import (BEST_JSON, BEST_PB, CURVE, LOG, TENSORBOARD, TensorBoardLog, atomic_write, export_best,
+from agents.common.report import baseline_table, curve_references, plot_curve
+from agents.common.run_files import (BEST_JSON, BEST_PB, CURVE, LOG, TENSORBOARD, TensorBoardLog, atomic_write, export_best,
                               read_log, run_dir, write_log)
-from agents.torch_threads import HARNESS_THREADS
+from agents.common.torch_threads import HARNESS_THREADS
 from placement_env.env.core import MODES
 from placement_env.errors import InfrastructureError
 from placement_env.evaluation import RUNTIMES

@@ -15,7 +15,7 @@ from placement_env import Problem
 from placement_env.errors import BudgetExhausted
 
 from .sb3 import train
-from .torch_threads import on_harness_threads
+from .common.torch_threads import on_harness_threads
 
 DEFAULT_BUDGET = 2000  # evaluations when the problem has no budget
 

@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 
-from agents.arguments import positive_int
+from agents.common.arguments import positive_int
 
 
 class _Recorder:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.arguments import add_threads_argument, non_negative_int, positive_int
+from agents.common.arguments import add_threads_argument, non_negative_int, positive_int
 
 TRAIN_SUITE = "generalisation-train"
 CNN_SUITE = "generalisation-train-random-cnn-8"

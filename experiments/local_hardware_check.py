@@ -39,7 +39,7 @@ def measure_exported(runtime, graph, pb_path: Path) -> float:
 def main(argv: Sequence[str] | None = None) -> int:
     import torch
 
-    from agents.arguments import positive_int
+    from agents.common.arguments import positive_int
     from agents.reinforce_seq2seq import train
     from placement_env.problem import Problem, solve
     from placement_env.benchmarks import load_benchmark

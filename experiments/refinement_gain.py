@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.arguments import add_threads_argument
+from agents.common.arguments import add_threads_argument
 
 SAME = 1e-3  # relative change below which a refined runtime counts as the same
 

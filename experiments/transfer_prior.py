@@ -16,7 +16,7 @@ import sys
 
 import numpy as np
 
-from agents.arguments import add_threads_argument
+from agents.common.arguments import add_threads_argument
 from experiments.zero_shot_validation import DEFAULT_PAIRS, TARGET, suite_tasks
 
 WEIGHTS = (0.0, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7)

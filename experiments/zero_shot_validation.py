@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agents.arguments import add_threads_argument
+from agents.common.arguments import add_threads_argument
 
 TARGET = 1.15  # the zero-shot target: within 15% of the best heuristic
 SEEDS_DIR = Path(__file__).resolve().parents[1] / "docs" / "generalisation_seeds"

@@ -46,7 +46,7 @@ def _one_torch_thread():
     except ImportError:  # a set-up without the agents' extra: the tests that need torch skip themselves
         yield
         return
-    from agents.torch_threads import torch_threads
+    from agents.common.torch_threads import torch_threads
 
     torch.set_flush_denormal(False)
     with torch_threads(1):

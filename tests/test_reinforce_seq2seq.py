@@ -13,7 +13,7 @@ import torch
 
 from agents.reinforce_seq2seq import (CHECKPOINT, FINE_TUNING, WARM_START_CANDIDATES, Config, Seq2SeqPolicy, Trainer,
                                       group_features, load_checkpoint, main, place, place_self_imitation, train)
-from agents.run_files import BEST_JSON, LOG
+from agents.common.run_files import BEST_JSON, LOG
 import placement_env as pe
 from placement_env import CheckpointMismatchError
 from placement_env.placement import Measurement
@@ -590,7 +590,7 @@ def test_an_interrupted_command_line_run_still_exports_its_best_placement(tmp_pa
 def test_timeout_flag_gives_the_measured_runtime_its_timeout():
     import argparse
 
-    from agents.arguments import add_timeout_argument, measured_options
+    from agents.common.arguments import add_timeout_argument, measured_options
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--runtime", default="sim")
@@ -600,7 +600,7 @@ def test_timeout_flag_gives_the_measured_runtime_its_timeout():
 
 
 def test_harness_threads_come_from_the_environment(monkeypatch):
-    from agents.torch_threads import THREADS_ENV, harness_threads
+    from agents.common.torch_threads import THREADS_ENV, harness_threads
 
     monkeypatch.delenv(THREADS_ENV)
     assert harness_threads() == 2
@@ -617,7 +617,7 @@ def test_a_row_comes_back_whatever_torch_threads_the_caller_runs(monkeypatch):
     """The harness trains on its own torch thread count: without it, a caller's thread count gives a row another
     placement. (Rows replay across machines of one CPU family only: MKL's kernels differ between Intel and AMD
     processors, so docs/paper_results.jsonl's seq2seq placements, made on one, need not come back on the other.)"""
-    from agents.torch_threads import THREADS_ENV
+    from agents.common.torch_threads import THREADS_ENV
     from placement_env.harness import load_suite
     from placement_env.problem import Problem, solve
 
@@ -640,7 +640,7 @@ def test_a_row_comes_back_whatever_torch_threads_the_caller_runs(monkeypatch):
 
 def test_training_leaves_the_callers_float_mode_as_it_found_it(tmp_path):
     """The trainer flushes denormals to zero on its thread; the caller's own float code gets them back after."""
-    from agents.torch_threads import denormals_flushed
+    from agents.common.torch_threads import denormals_flushed
     from placement_env.problem import Problem, solve
 
     assert not denormals_flushed()

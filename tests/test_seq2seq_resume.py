@@ -17,7 +17,7 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from agents.reinforce_seq2seq import CHECKPOINT, Config, main, train
-from agents.run_files import BEST_JSON
+from agents.common.run_files import BEST_JSON
 from placement_env import CheckpointFieldError, CheckpointMismatchError
 
 BENCHMARK = "rnnlm-tiny"

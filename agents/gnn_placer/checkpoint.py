@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from agents.run_files import atomic_write, unreadable_reason
+from agents.common.run_files import atomic_write, unreadable_reason
 from placement_env.errors import CheckpointMismatchError
 
 from .cost_model import CostNet

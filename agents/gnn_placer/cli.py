@@ -10,9 +10,9 @@ import sys
 import threading
 from pathlib import Path
 
-from agents.arguments import (add_threads_argument, check_out_dir, non_negative_float, non_negative_int, positive_float,
+from agents.common.arguments import (add_threads_argument, check_out_dir, non_negative_float, non_negative_int, positive_float,
                               positive_int)
-from agents.run_files import run_dir
+from agents.common.run_files import run_dir
 
 from .network import DECODERS
 from .trainer import Config

@@ -29,7 +29,7 @@ import torch
 from scipy.stats import spearmanr
 from tqdm import tqdm
 
-from agents.run_files import CURVE, LOG, write_log
+from agents.common.run_files import CURVE, LOG, write_log
 
 from .checkpoint import COST_MODEL, checkpoint_path, load_network, save_cost_model
 from .cost_data import Dataset, task_dataset

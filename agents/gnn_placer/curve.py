@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Sequence
 
-from agents.run_files import write_png
+from agents.common.run_files import write_png
 
 
 def plot_training(path: Path, rows: Sequence[dict[str, float]], *, title: str = "") -> None:

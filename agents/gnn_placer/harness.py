@@ -30,7 +30,7 @@ from typing import Iterator, NamedTuple
 
 import numpy as np
 
-from agents.torch_threads import on_harness_threads
+from agents.common.torch_threads import on_harness_threads
 from baselines.partition import mincut
 from placement_env import Problem
 from placement_env.errors import CheckpointMismatchError, MethodConfigError, MethodFileNotFoundError

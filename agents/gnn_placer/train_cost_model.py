@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from agents.arguments import add_threads_argument, non_negative_int, positive_float, positive_int
+from agents.common.arguments import add_threads_argument, non_negative_int, positive_float, positive_int
 
 from .cli import prepare_suite_run
 

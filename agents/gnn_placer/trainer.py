@@ -17,7 +17,7 @@ eight train tasks and stayed there, its samples all alike (docs/findings.md).
 ``explore`` and ``local_moves`` (0 in pre-training; :mod:`.harness`'s fine-tuning sets them) search around a
 near-deterministic policy as the seq2seq agent's fine-tuning does: samples drawn from a mixture with the uniform
 distribution (about ``explore`` groups per placement), and a few placements per update that are the best so far
-with 1-4 groups moved (:mod:`agents.local_moves`).
+with 1-4 groups moved (:mod:`agents.common.local_moves`).
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch.nn import functional
 
-from agents.local_moves import LocalMoves
+from agents.common.local_moves import LocalMoves
 
 from .network import DECODERS, Encoding, GnnPlacerNet
 from .policy import greedy, likeliest, sample

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from agents.run_files import CURVE, LOG, write_log
+from agents.common.run_files import CURVE, LOG, write_log
 from placement_env import Evaluator, Problem, ZERO_BUDGET_HEURISTICS, load_benchmark, load_cluster, solve
 from placement_env.harness import load_suite
 

@@ -19,7 +19,7 @@ from typing import Any, Mapping, NoReturn
 import numpy as np
 import torch
 
-from agents.run_files import atomic_write, unreadable_reason
+from agents.common.run_files import atomic_write, unreadable_reason
 from placement_env import (CheckpointFieldError, CheckpointMismatchError, InfrastructureError, InvalidPlacementError,
                            Problem, check_placement)
 

@@ -17,11 +17,11 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from agents.arguments import (add_threads_argument, add_timeout_argument, check_out_dir, check_task_arguments,
+from agents.common.arguments import (add_threads_argument, add_timeout_argument, check_out_dir, check_task_arguments,
                               measured_options, non_negative_float, non_negative_int, positive_float, positive_int)
-from agents.report import baseline_table, curve_references, plot_curve
-from agents.run_files import BEST_JSON, BEST_PB, CURVE, export_best
-from agents.torch_threads import HARNESS_THREADS
+from agents.common.report import baseline_table, curve_references, plot_curve
+from agents.common.run_files import BEST_JSON, BEST_PB, CURVE, export_best
+from agents.common.torch_threads import HARNESS_THREADS
 from placement_env import (CheckpointMismatchError, ParallelEvaluator, PlacementEnvError, load_benchmark,
                            load_cluster)
 from placement_env.evaluation import RUNTIMES

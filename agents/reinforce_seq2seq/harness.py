@@ -7,7 +7,7 @@ import dataclasses
 
 import numpy as np
 
-from agents.torch_threads import on_harness_threads
+from agents.common.torch_threads import on_harness_threads
 from placement_env import Measurement, Problem
 
 from .config import FINE_TUNING, SELF_IMITATION, Config
@@ -22,7 +22,7 @@ def place(problem: Problem, *, samples: int = 16, seconds: float | None = None, 
           default_budget: int = 2000) -> np.ndarray:
     """Harness method: train within ``problem.budget`` evaluations (``default_budget`` if unlimited) through
     ``problem.evaluate``; return the best placement seen (the greedy one if nothing ran). Trains on
-    ``agents.torch_threads.harness_threads()`` torch threads (two unless ``$AGENT_TORCH_THREADS`` says), whatever
+    ``agents.common.torch_threads.harness_threads()`` torch threads (two unless ``$AGENT_TORCH_THREADS`` says), whatever
     the machine's cores, so a seed gives the same row anywhere."""
     budget = problem.budget if problem.budget is not None else default_budget
     budget = int(min(budget, problem.evaluations + problem.budget_left))

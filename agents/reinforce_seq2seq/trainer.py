@@ -19,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from agents.local_moves import LocalMoves
+from agents.common.local_moves import LocalMoves
 from placement_env.env.rewards import charged_runtime
 from placement_env.placement import raise_on_infrastructure_failure
 

@@ -19,9 +19,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from agents.report import plot_curve
-from agents.run_files import BEST_JSON, CURVE, LOG, TENSORBOARD, TensorBoardLog, atomic_write, run_dir, write_log
-from agents.torch_threads import keeps_caller_float_mode
+from agents.common.report import plot_curve
+from agents.common.run_files import BEST_JSON, CURVE, LOG, TENSORBOARD, TensorBoardLog, atomic_write, run_dir, write_log
+from agents.common.torch_threads import keeps_caller_float_mode
 from placement_env import Cluster, Evaluator, Problem, load_benchmark, load_cluster
 
 from .checkpoint import (CHECKPOINT, CHECKPOINT_EVERY, adopt_written_best, check_best, check_state, checkpoint_config,

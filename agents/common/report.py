@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 from tqdm import tqdm
 
-from agents.run_files import write_png
+from agents.common.run_files import write_png
 from placement_env import Evaluator, Problem, load_benchmark, load_cluster, solve
 
 BASELINE_METHODS = ("single_cpu", "single_gpu", "expert", "scotch", "mincut", "metis", "heft", "m_topo", "m_etf")

@@ -70,7 +70,7 @@ def check_task_arguments(parser: argparse.ArgumentParser, args: argparse.Namespa
 
 
 def add_threads_argument(parser: argparse.ArgumentParser, default: int) -> None:
-    """``--threads``: torch's thread count, on which a seeded run depends (``agents.torch_threads``)."""
+    """``--threads``: torch's thread count, on which a seeded run depends (``agents.common.torch_threads``)."""
     parser.add_argument("--threads", type=positive_int, default=default,
                         help="torch threads; a seed gives the same run for the same count (default: %(default)s)")
 
