@@ -1,13 +1,10 @@
-"""Link microbenchmark on real local TF workers: one worker sending a tensor to several at once,
-against one transfer, measured and simulated.
+"""The link microbenchmark compared with two models of the loopback link: one worker sending a tensor to
+several at once, against one transfer, measured and simulated.
 
     python -m experiments.link_microbenchmark [--megabytes 4 16 64] [--workers 3] [--steps 12]
 
-Each graph has a producer on worker 0 (``payload * 1.5``, a variable of the given size) and one
-consumer per destination on workers 1..k (``reduce_sum`` of the product, added into a scalar
-variable there: a stateful end, so grappler cannot prune the consumer). A step sends the product
-once to each destination. The measured step times (median after warm-up) are compared with the
-simulator on two models of the loopback link:
+The measuring is the library's (``placement-env linkbench``, :mod:`placement_env.calibration.link_bench`); this
+script adds the simulator on two models of the loopback link:
 
 * ``pairwise``: a private link per ordered worker pair (the ``local:N`` preset as it was);
 * ``port``: one port per worker (send and receive directions), so a worker's outgoing tensors
@@ -20,43 +17,10 @@ Run it on an otherwise idle machine: with 2 cores anything else running corrupts
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
-
-
-def fanout_graph(n_bytes: int, destinations: int):
-    """The OpGraph of one step: a producer and ``destinations`` consumers; (graph, producer ops, consumer ops)."""
-    import tensorflow as tf
-
-    from placement_env.tf_import import from_tf
-
-    graph = tf.Graph()
-    with graph.as_default():
-        payload = tf.compat.v1.get_variable("payload", [n_bytes // 4], initializer=tf.compat.v1.zeros_initializer())
-        product = tf.multiply(payload, 1.5, name="product")
-        updates = []
-        for i in range(destinations):
-            with tf.compat.v1.variable_scope(f"consumer_{i}"):
-                total = tf.compat.v1.get_variable("total", [], initializer=tf.compat.v1.zeros_initializer())
-                updates.append(total.assign_add(tf.reduce_sum(product), read_value=False))
-        train_op = tf.group(*updates, name="train_op")
-        tf.compat.v1.add_to_collection("train_op", train_op)
-        tf.compat.v1.global_variables_initializer()
-    init = [op.name for op in graph.get_operations() if op.type == "NoOp" and op.name.startswith("init")][0]
-    return from_tf(graph, name=f"fanout-{destinations}x{n_bytes}", init_op=init, max_groups=10_000)
-
-
-def fanout_placement(graph, destinations: int) -> np.ndarray:
-    """The groups of consumer i's ops on worker i + 1; everything else on worker 0."""
-    placement = np.zeros(graph.n_groups, dtype=np.int64)
-    for i in range(destinations):
-        ops = [k for k, name in enumerate(graph.op_names) if str(name).startswith(f"consumer_{i}/")]
-        placement[np.unique(graph.group[ops])] = i + 1
-    return placement
 
 
 def loopback_clusters(workers: int, bandwidth: float, overhead_s: float):
@@ -89,24 +53,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from placement_env.quiet_tf import import_tensorflow_quietly
 
     import_tensorflow_quietly()
-    from tqdm import tqdm
-
-    from placement_env.cluster import load_cluster
+    from placement_env.calibration.link_bench import measure_links, write_link_runs
     from placement_env.costs import analytical_costs
-    from placement_env.runtime.measured import MeasuredRuntime
     from placement_env.runtime.simulated import simulate
 
-    cluster = load_cluster(f"local:{args.workers}")
-    cases = [(int(mb * 1e6) // 4 * 4, k) for mb in args.megabytes for k in range(1, args.workers)]
-    rows = []
-    with MeasuredRuntime(cluster, steps=args.steps, warmup=args.steps // 3) as runtime:
-        for n_bytes, k in tqdm(cases, desc="measure", unit="graph"):
-            graph = fanout_graph(n_bytes, k)
-            placement = fanout_placement(graph, k)
-            single = np.zeros_like(placement)
-            split, local = runtime.measure(graph, placement), runtime.measure(graph, single)
-            rows.append({"bytes": n_bytes, "destinations": k, "measured_s": split.runtime_s,
-                         "one_worker_s": local.runtime_s, "graph": graph, "placement": placement})
+    rows = measure_links(args.megabytes, args.workers, args.steps)
     # the link from the one-destination rows: extra time over one worker = overhead + bytes / bandwidth
     ones = [r for r in rows if r["destinations"] == 1]
     x = np.array([r["bytes"] for r in ones], dtype=float)
@@ -117,7 +68,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"fitted on one destination: {bandwidth / 1e9:.2f} GB/s, {overhead * 1e6:.0f} us per transfer\n")
     print("| MB | destinations | measured ms | pairwise ms | port ms | measured / one destination | pairwise | port |")
     print("|---|---|---|---|---|---|---|---|")
-    out = []
     for r in rows:
         sims = {}
         for label, c in models.items():
@@ -129,9 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ratio = {key: r[key] / first[key] for key in ("measured_s", "pairwise_s", "port_s")}
         print(f"| {r['bytes'] / 1e6:.0f} | {r['destinations']} | {r['measured_s'] * 1e3:.2f} | {r['pairwise_s'] * 1e3:.2f} "
               f"| {r['port_s'] * 1e3:.2f} | {ratio['measured_s']:.2f} | {ratio['pairwise_s']:.2f} | {ratio['port_s']:.2f} |")
-        out.append({k: v for k, v in r.items() if k not in ("graph", "placement")})
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"bandwidth": bandwidth, "overhead_s": overhead, "rows": out}, indent=1))
+    write_link_runs(args.out, rows, bandwidth=bandwidth, overhead_s=overhead)
     return 0
 
 

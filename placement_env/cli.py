@@ -33,6 +33,9 @@ NUMBER_FLAGS: dict[str, tuple[tuple[str, str, dict, str], ...]] = {
     "validate": (("tolerance", "--tolerance", {}, " (relative: 0.2 is 20%)"),
                  ("row_timeout", "--row-timeout", {"above": True}, " (seconds)")),
 }
+NUMBER_FLAGS["linkbench"] = (("megabytes", "--megabytes", {"above": True, "maximum": 1e5}, " (MB per tensor)"),
+                             ("workers", "--workers", {"integer": True, "minimum": 2}, " (a sender and a receiver)"),
+                             ("steps", "--steps", {"integer": True, "minimum": 1}, ""))
 # Flags that take several values, each of which may be given once: {command: ((attribute, flag), ...)}.
 LIST_FLAGS = {"calibrate": (("benchmarks", "benchmarks"), ("link_runs", "--link-runs")),
               "run": (("methods", "--methods"), ("seeds", "--seeds"))}
@@ -53,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     cal.add_argument("benchmarks", nargs="*", default=["rnnlm-tiny"], metavar="BENCHMARK",
                      help="small benchmarks, each measured and all fitted at once (default: rnnlm-tiny)")
     cal.add_argument("--link-runs", nargs="+", default=[], metavar="FILE",
-                     help="link microbenchmark results (python -m experiments.link_microbenchmark --out): the host "
+                     help="link microbenchmark results (placement-env linkbench -o FILE): the host "
                           "transfer's bandwidth comes from their large tensors instead of the fit")
     cal.add_argument("--cluster", default="local:2", help="a local:N cluster, or a JSON of one (default: %(default)s)")
     cal.add_argument("-n", "--placements", type=int, default=30, help="random placements to measure (default: %(default)s)")
@@ -79,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     report = commands.add_parser("report", help="the paper-style table and plots of a results file")
     report.add_argument("results")
     report.add_argument("-o", "--out-dir", default="report", help="where report.md and the plots go (default: %(default)s)")
+    _add_linkbench(commands)
     args = parser.parse_args(argv)
     try:
         _check_flags(args)
@@ -90,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
             _calibrate(args)
         elif args.command == "fit-paper-machine":
             _fit_paper_machine(args)
+        elif args.command == "linkbench":
+            _linkbench(args)
         elif args.command in ("run", "validate", "report"):
             return _harness(args)
         else:
@@ -160,6 +166,41 @@ def _validate(args: argparse.Namespace) -> int:
           + (f"; {stale} rows come from another simulator version or cluster definition" if stale else "")
           + (f"; {skipped} rows skipped (not replayable here, see above)" if skipped else ""))
     return 1 if failed else 0
+
+
+# ---- linkbench: the link microbenchmark whose files calibrate --link-runs reads ----
+def _add_linkbench(commands: argparse._SubParsersAction) -> None:
+    from .calibration.link_bench import DEFAULT_MEGABYTES, DEFAULT_STEPS, DEFAULT_WORKERS
+
+    bench = commands.add_parser("linkbench", help="measure one worker sending a large tensor to others on local TF "
+                                "workers, for calibrate --link-runs (on an idle machine)")
+    bench.add_argument("--megabytes", type=float, nargs="+", default=list(DEFAULT_MEGABYTES), metavar="MB",
+                       help="tensor sizes (default: %(default)s)")
+    bench.add_argument("--workers", type=int, default=DEFAULT_WORKERS,
+                       help="local workers; destinations go up to workers - 1 (default: %(default)s)")
+    bench.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="measured steps per graph (default: %(default)s)")
+    bench.add_argument("-o", "--output", default="link_runs.json",
+                       help="where the rows go, for calibrate --link-runs (default: %(default)s)")
+
+
+def _linkbench(args: argparse.Namespace) -> None:
+    """Measure the link rows, print them and the host transfer's bandwidth they give, and write them."""
+    from .calibration.link_bench import measure_links, write_link_runs
+    from .calibration.link_rows import host_bandwidth_from_links
+
+    check_output_file(args.output, "-o/--output")  # before minutes of measuring, not after
+    rows = measure_links(args.megabytes, args.workers, args.steps)
+    print("| MB | destinations | measured ms | one worker ms |\n|---|---|---|---|")
+    for row in rows:
+        print(f"| {row['bytes'] / 1e6:.0f} | {row['destinations']} | {row['measured_s'] * 1e3:.2f} "
+              f"| {row['one_worker_s'] * 1e3:.2f} |")
+    write_link_runs(args.output, rows)
+    try:
+        bandwidth = f"{host_bandwidth_from_links(rows) / 1e9:.3g} GB/s at each end"
+    except ValueError as error:
+        bandwidth = f"none ({error})"
+    print(f"rows written to {args.output}; host transfer bandwidth from them: {bandwidth} "
+          f"(placement-env calibrate --link-runs {args.output} uses it)")
 
 
 def _calibrate(args: argparse.Namespace) -> None:

@@ -1,13 +1,13 @@
 """The host transfer's bandwidth from a link microbenchmark on real workers.
 
-``experiments.link_microbenchmark`` measures one worker sending one large tensor (megabytes) to
+``placement-env linkbench`` (:mod:`.link_bench`) measures one worker sending one large tensor (megabytes) to
 another against the same step on one worker. Under the host-transfer model
 (:mod:`placement_env.cluster.host_transfer`) the extra time of such a step is the sender's
 encoding, then the link's wait, then the receiver's decoding, so its growth per byte is
 ``2 / bandwidth``: the least-squares slope over the one-destination rows gives the bandwidth.
 Large tensors measure it cleanly; in whole graphs bytes and tensor counts grow together, and a fit
 to step times alone cannot tell them apart. :func:`host_bandwidth_from_files` reads the
-microbenchmark's result files (``--out``) and gives that bandwidth.
+microbenchmark's result files (``-o``) and gives that bandwidth.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from ..errors import LinkRunsError
 __all__ = ["host_bandwidth_from_files", "host_bandwidth_from_links", "read_link_runs"]
 
 _ROW_KEYS = ("bytes", "destinations", "measured_s", "one_worker_s")
-_EXPECTED = ('expected the JSON that "python -m experiments.link_microbenchmark --out FILE" writes: '
+_EXPECTED = ('expected the JSON that "placement-env linkbench -o FILE" writes: '
              '{"rows": [{"bytes", "destinations", "measured_s", "one_worker_s"}, ...]}')
 
 
