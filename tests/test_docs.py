@@ -172,6 +172,18 @@ def test_relative_links_resolve(path):
     assert not bad, f"{_name(path)} links to: {bad}"
 
 
+SOURCE_PATH = re.compile(r"`((?:placement_env|agents|baselines|experiments|tests|examples|docs)/[A-Za-z0-9_./*-]*)`")
+
+
+@pytest.mark.parametrize("path", [p for p in DOC_FILES if p.name != "findings.md"], ids=_name)
+def test_source_paths_named_exist(path):
+    """Every repository path a page names in backticks exists (findings.md, a dated record, names paths as they
+    were)."""
+    missing = [named for named in sorted(set(SOURCE_PATH.findall(path.read_text())))
+               if not (list(ROOT.glob(named)) if "*" in named else (ROOT / named).exists())]
+    assert not missing, f"{_name(path)} names {missing}, which are not in the tree"
+
+
 # ---- code blocks ----
 
 @dataclass
