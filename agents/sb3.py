@@ -28,8 +28,8 @@ from tqdm import tqdm
 from agents.common.arguments import (add_threads_argument, add_timeout_argument, check_out_dir, check_task_arguments,
                               measured_options, positive_float, positive_int)
 from agents.common.report import baseline_table, curve_references, plot_curve
-from agents.common.run_files import (BEST_JSON, BEST_PB, CURVE, LOG, TENSORBOARD, TensorBoardLog, atomic_write, export_best,
-                              read_log, run_dir, write_log)
+from agents.common.run_files import (BEST_JSON, CURVE, LOG, TENSORBOARD, TensorBoardLog, export_written_best, read_log,
+                                     run_dir, write_json, write_log)
 from agents.common.torch_threads import HARNESS_THREADS
 from placement_env.env.core import MODES
 from placement_env.errors import InfrastructureError
@@ -313,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         previous = read_log(out / LOG, counts=("episodes", "evaluations"))
     seconds = args.minutes * 60 if args.minutes is not None else (None if args.steps else DEFAULT_MINUTES * 60)
     out.mkdir(parents=True, exist_ok=True)
-    atomic_write(out / RUN, lambda handle: json.dump(meta, handle, indent=1))
+    write_json(out / RUN, meta)
     bar = tqdm(desc=f"{args.algorithm} {args.benchmark}", unit="episode", disable=args.no_progress)
     stopped = ""  # why training ended early: the model and log are still written
     try:
@@ -336,7 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if result.best_placement is not None and result.best_runtime_s <= best:
         record = {**meta, "placement": result.best_placement.tolist(), "runtime_s": result.best_runtime_s,
                   "episodes": int(rows[-1]["episodes"])}
-        atomic_write(out / BEST_JSON, lambda handle: json.dump(record, handle, indent=1))
+        write_json(out / BEST_JSON, record)
     title = f"{args.algorithm} on {args.benchmark} / {args.cluster} ({args.runtime})"
     references: dict[str, float] = {}
     if stopped:
@@ -353,9 +353,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(table)
         references = curve_references(values)
     plot_curve(out / CURVE, rows, title=title, references=references)
-    if (out / BEST_JSON).exists():
-        placement = json.loads((out / BEST_JSON).read_text())["placement"]
-        print(export_best(args.benchmark, args.cluster, placement, out / BEST_PB))
+    exported = export_written_best(args.benchmark, args.cluster, out)
+    if exported is not None:
+        print(exported)
     return 0
 
 

@@ -10,13 +10,15 @@ import pytest
 import torch
 
 import placement_env as pe
+from agents.common.advantages import centred_advantages
 from agents.gnn_placer import (CHECKPOINT_ENV, DEVICE_SLOTS, PRETRAINED, Config, Trainer, load_network, make_task,
                                place_fine_tune, place_zero_shot, save_checkpoint)
 from agents.gnn_placer.cli import main
 from agents.gnn_placer.memory_fit import ESTIMATE
 from agents.gnn_placer.network import DECODERS
 from agents.gnn_placer.policy import exploration_weight, greedy, likeliest, mixture, sample
-from agents.gnn_placer.rewards import FAILED_RATIO, advantages, rewards
+from agents.gnn_placer.rewards import FAILED_RATIO, rewards
+from agents.gnn_placer.trainer import ADVANTAGE_CLIP
 from placement_env.errors import CheckpointMismatchError
 from placement_env.harness import load_suite, run_suite
 
@@ -99,9 +101,9 @@ def test_rewards_rank_failures_below_every_placement_that_runs():
     r = rewards([ok, small, large], lower_bound=1.0, capacity=capacity)
     assert r[0] == pytest.approx(-math.sqrt(50.0)) and r[0] > r[1] > r[2]
     assert r[2] == pytest.approx(-math.sqrt(2 * FAILED_RATIO))
-    a = advantages(r)
+    a = centred_advantages(r, ADVANTAGE_CLIP)
     assert a.mean() == pytest.approx(0.0, abs=1e-12) and a.std() == pytest.approx(1.0)
-    assert not advantages(np.array([-2.0, -2.0])).any()
+    assert not centred_advantages(np.array([-2.0, -2.0]), ADVANTAGE_CLIP).any()
 
 
 @pytest.mark.parametrize("decoder", DECODERS)

@@ -1,14 +1,13 @@
 """The run folder every agent's command line writes: its file names, atomic writes, the CSV log (written and
-read back on resume), the TensorBoard log, and the placed TF graph of the best placement.
+read back on resume), the TensorBoard log, ``best_placement.json`` and the placed TF graph of the best placement.
 
 Writes go through a temporary file and a rename, so a run killed mid-write never leaves half a file.
 """
 from __future__ import annotations
 
 import csv
-import math
+import json
 import os
-import pickle
 import re
 import shutil
 from pathlib import Path
@@ -43,6 +42,11 @@ def write_png(path: Path, figure: Any) -> None:
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png")
     atomic_write(path, lambda handle: handle.write(buffer.getvalue()), binary=True)
+
+
+def write_json(path: Path, record: Any) -> None:
+    """Write ``record`` to ``path`` as indented JSON, atomically (e.g. ``best_placement.json``)."""
+    atomic_write(path, lambda handle: json.dump(record, handle, indent=1))
 
 
 def run_dir(agent: str, *parts: str) -> Path:
@@ -105,14 +109,9 @@ def export_best(benchmark: str, cluster: str, placement: Any, path: Path) -> str
         return f"note: no placed TF graph written ({type(error).__name__}: {error})"
 
 
-def unreadable_reason(error: Exception) -> str:
-    """Why ``torch.load(weights_only=True)`` could not read a file, in our words: torch's own text for a file
-    that asks for other objects suggests loading it with ``weights_only=False``, which would run whatever
-    code the file holds."""
-    if isinstance(error, pickle.UnpicklingError):
-        wanted = re.search(r"GLOBAL (\S+)", str(error))
-        return (f"it asks for the Python object {wanted.group(1)}" if wanted else "its data is not a checkpoint's")
-    if isinstance(error, EOFError):
-        return "it is empty or cut short"
-    first = str(error).strip().split(". ")[0][:200]
-    return f"{type(error).__name__}: {first if first and 'weights_only' not in first else 'not a torch checkpoint'}"
+def export_written_best(benchmark: str, cluster: str, out: Path) -> str | None:
+    """:func:`export_best` of the placement in the run folder ``out``'s ``best_placement.json`` to its
+    ``best_placement.pb``; None if the run has written no best placement."""
+    if not (out / BEST_JSON).exists():
+        return None
+    return export_best(benchmark, cluster, json.loads((out / BEST_JSON).read_text())["placement"], out / BEST_PB)

@@ -19,7 +19,7 @@ The modules, in the order they build on each other:
 * ``network``: :class:`GnnPlacerNet`, message passing, self-attention, the masked device logits, and drawing
   and scoring placements with either decoder;
 * ``policy``: sampling, scoring, greedy decoding and the likeliest of several labellings of a placement;
-* ``rewards``: rewards on one scale for every graph, and per-graph advantages;
+* ``rewards``: rewards on one scale for every graph;
 * ``task``: :class:`PlacementTask`, a counted Problem with its input and reward scale;
 * ``trainer``: :class:`Config` and :class:`Trainer`, REINFORCE over several graphs per update;
 * ``checkpoint``: saving and loading the network (plain tensors, ``weights_only`` loading);

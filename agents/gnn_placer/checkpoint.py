@@ -13,9 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from agents.common.run_files import atomic_write, unreadable_reason
+from agents.common.checkpoint import NO_CODE_RUN, load_plain, save_plain
 from placement_env.errors import CheckpointMismatchError
 
 from .cost_model import CostNet
@@ -38,7 +36,7 @@ def save_checkpoint(path: Path, net: GnnPlacerNet, config: Config, meta: dict[st
     """Write ``net``'s weights, ``config`` and ``meta`` (plain data: what it was trained on) to ``path``."""
     state = {"format": CHECKPOINT_FORMAT, "config": config.as_dict(), "feature_dim": net.feature_dim,
              "meta": meta, "weights": {k: v.detach().clone() for k, v in net.state_dict().items()}}
-    atomic_write(Path(path), lambda handle: torch.save(state, handle), binary=True)
+    save_plain(path, state)
 
 
 def checkpoint_path() -> Path:
@@ -56,11 +54,7 @@ def _read(path: Path, what: str, kind: str | None, fmt: int, how: str) -> dict[s
     ``fmt`` holds at ``path``; errors name the file and ``how`` to make one."""
     if not path.is_file():
         raise FileNotFoundError(f"GNN placer: no {what} at {path}; {how}")
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as error:  # noqa: BLE001 - torch raises several types for a bad file
-        raise CheckpointMismatchError(f"GNN placer: {path} is not a readable {what} ({unreadable_reason(error)}); "
-                                      f"only tensors and plain data are loaded, and no code is run; {how}") from None
+    state = load_plain(path, lambda why: f"GNN placer: {path} is not a readable {what} ({why}); {NO_CODE_RUN}; {how}")
     if not isinstance(state, dict) or state.get("format") != fmt or state.get("kind") != kind:
         if not isinstance(state, dict):
             found = type(state).__name__
@@ -90,7 +84,7 @@ def save_cost_model(path: Path, net: CostNet, meta: dict[str, Any]) -> None:
     """Write the cost model ``net``'s weights and shape and ``meta`` (plain data) to ``path``."""
     state = {"format": COST_MODEL_FORMAT, "kind": "cost model", "hidden": net.hidden, "layers": net.layers,
              "meta": meta, "weights": {k: v.detach().clone() for k, v in net.state_dict().items()}}
-    atomic_write(Path(path), lambda handle: torch.save(state, handle), binary=True)
+    save_plain(path, state)
 
 
 def load_cost_model(path: Path | None = None) -> tuple[CostNet, dict[str, Any]]:

@@ -1,13 +1,10 @@
-"""Rewards of measured placements, on one scale for every graph, and their per-graph advantages.
+"""Rewards of measured placements, on one scale for every graph.
 
 A placement that ran gets -sqrt(runtime / lower bound): the paper's -sqrt(runtime), divided by the graph's
 ``pe.lower_bound`` (free to compute, and known for a test graph before any evaluation), so a 10x slower graph
 does not weigh 10x more. One that failed gets -sqrt(FAILED_RATIO * (1 + overflow)), where overflow is how far
 the fullest device's peak memory went past its capacity (as a fraction, up to 1): below every placement that
 runs, and graded, so out-of-memory samples still say which way memory fits.
-
-Advantages are normalised per graph, over one graph's samples of one update: reward minus their mean (the
-per-graph baseline), divided by their spread, clipped to +-ADVANTAGE_CLIP.
 """
 from __future__ import annotations
 
@@ -19,7 +16,6 @@ import numpy as np
 from placement_env import Measurement
 
 FAILED_RATIO = 100.0  # a failed placement counts as 100x the lower bound (x2 at the most overflow)
-ADVANTAGE_CLIP = 5.0
 
 
 def overflow(m: Measurement, capacity: np.ndarray) -> float:
@@ -36,12 +32,3 @@ def rewards(measurements: Sequence[Measurement], lower_bound: float, capacity: n
     return np.array([-math.sqrt(m.runtime_s / scale) if m.ok else -math.sqrt(FAILED_RATIO * (1.0 + overflow(m, capacity)))
                      for m in measurements])
 
-
-def advantages(values: np.ndarray) -> np.ndarray:
-    """Rewards of one graph's samples minus their mean, over their standard deviation, clipped; all 0 when
-    they are (nearly) equal."""
-    values = np.asarray(values, np.float64)
-    spread = values.std()
-    if spread < 1e-9:
-        return np.zeros_like(values)
-    return np.clip((values - values.mean()) / spread, -ADVANTAGE_CLIP, ADVANTAGE_CLIP)

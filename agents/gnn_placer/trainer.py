@@ -5,8 +5,9 @@ Per graph: loss = -mean(advantage * log p(placement)) / n_groups - entropy * mea
 + self_imitation * mean group cross-entropy with the fastest placement the graph's problem has evaluated so
 far (``problem.best``, relabelled by the cluster's device symmetry under which the network finds it likeliest:
 a best found with two alike GPUs swapped is the same step, and the target should not flip between labellings;
-the imitation warm start gives every graph the canonical labelling, so they start alike), with the advantages of :mod:`.rewards` (per-graph baseline and normalisation);
-dividing by n_groups keeps a graph of 1,000 groups from drowning one of 100. Gradients are clipped to norm
+the imitation warm start gives every graph the canonical labelling, so they start alike), with the rewards of
+:mod:`.rewards` and per-graph advantages (the graph's samples' rewards minus their mean, over their spread, clipped
+to +-``ADVANTAGE_CLIP``: :func:`agents.common.advantages.centred_advantages`); dividing by n_groups keeps a graph of 1,000 groups from drowning one of 100. Gradients are clipped to norm
 ``grad_clip``.
 
 Self-imitation (after Oh et al., ICML 2018, as the seq2seq agent's ``--self-imitation``) keeps the policy
@@ -29,12 +30,15 @@ import numpy as np
 import torch
 from torch.nn import functional
 
+from agents.common.advantages import centred_advantages
 from agents.common.local_moves import LocalMoves
 
 from .network import DECODERS, Encoding, GnnPlacerNet
 from .policy import greedy, likeliest, sample
-from .rewards import advantages, rewards
+from .rewards import rewards
 from .task import PlacementTask
+
+ADVANTAGE_CLIP = 5.0  # per-graph advantages, in standard deviations of the graph's rewards in the update
 
 
 @dataclass(frozen=True)
@@ -119,7 +123,7 @@ class Trainer:
                 placements = np.concatenate([placements, self._moves(task, encoding, best.placement, moves)])
             measured = task.problem.evaluate_batch(placements)[:k - moves]
             reward = rewards(measured, task.lower_bound, task.capacity)
-            advantage = torch.from_numpy(advantages(reward)).float()
+            advantage = torch.from_numpy(centred_advantages(reward, ADVANTAGE_CLIP)).float()
             loss = -(advantage * drawn.log_prob).mean() / task.inputs.n_groups - self.config.entropy * drawn.entropy
             if best is not None and self.config.self_imitation > 0:
                 candidates = torch.from_numpy(task.relabellings(best.placement))

@@ -19,7 +19,7 @@ from typing import Any, Mapping, NoReturn
 import numpy as np
 import torch
 
-from agents.common.run_files import atomic_write, unreadable_reason
+from agents.common.checkpoint import NO_CODE_RUN, load_plain, save_plain
 from placement_env import (CheckpointFieldError, CheckpointMismatchError, InfrastructureError, InvalidPlacementError,
                            Problem, check_placement)
 
@@ -38,8 +38,7 @@ UNCHANGED = "(nothing was changed)"
 
 def save_checkpoint(path: Path, trainer: Trainer, meta: dict[str, str]) -> None:
     """Write ``trainer``'s state for the task ``meta`` to ``path``."""
-    state = {"format": CHECKPOINT_FORMAT, "meta": meta, **trainer.state()}
-    atomic_write(path, lambda handle: torch.save(state, handle), binary=True)
+    save_plain(path, {"format": CHECKPOINT_FORMAT, "meta": meta, **trainer.state()})
 
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
@@ -48,14 +47,8 @@ def load_checkpoint(path: Path) -> dict[str, Any]:
     Loaded with ``weights_only=True``: a checkpoint holds tensors and plain data only, so a crafted
     file cannot run code when it is read. Anything unreadable (empty, truncated, not a checkpoint,
     or asking for other objects) is a CheckpointMismatchError that names the file."""
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise
-    except Exception as error:  # noqa: BLE001 - torch raises several types for a bad file
-        raise CheckpointMismatchError(
-            f"resume: {path} is not a readable checkpoint ({unreadable_reason(error)}); only tensors and plain "
-            f"data are loaded, and no code is run; use another --out-dir to start afresh {UNCHANGED}") from None
+    state = load_plain(path, lambda why: f"resume: {path} is not a readable checkpoint ({why}); {NO_CODE_RUN}; use "
+                                          f"another --out-dir to start afresh {UNCHANGED}")
     if not isinstance(state, dict):
         raise CheckpointMismatchError(f"resume: {path} holds a {type(state).__name__}, not a checkpoint {UNCHANGED}")
     return state

@@ -11,7 +11,6 @@ log are kept)."""
 from __future__ import annotations
 
 import argparse
-import json
 import signal
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any, Sequence
 from agents.common.arguments import (add_threads_argument, add_timeout_argument, check_out_dir, check_task_arguments,
                               measured_options, non_negative_float, non_negative_int, positive_float, positive_int)
 from agents.common.report import baseline_table, curve_references, plot_curve
-from agents.common.run_files import BEST_JSON, BEST_PB, CURVE, export_best
+from agents.common.run_files import BEST_PB, CURVE, export_best, export_written_best
 from agents.common.torch_threads import HARNESS_THREADS
 from placement_env import (CheckpointMismatchError, ParallelEvaluator, PlacementEnvError, load_benchmark,
                            load_cluster)
@@ -190,9 +189,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         print(f"\ninterrupted; checkpoint and log written to {out}", file=sys.stderr)
-        if (out / BEST_JSON).exists():  # the placed graph of the best placement so far, as after a full run
-            print(export_best(args.benchmark, args.cluster, json.loads((out / BEST_JSON).read_text())["placement"],
-                              out / BEST_PB), file=sys.stderr)
+        exported = export_written_best(args.benchmark, args.cluster, out)  # the best so far, as after a full run
+        if exported is not None:
+            print(exported, file=sys.stderr)
         return 130
     _report(args, result, out, options)
     return 0

@@ -19,6 +19,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from agents.common.advantages import moving_average, normalised
 from agents.common.local_moves import LocalMoves
 from placement_env.env.rewards import charged_runtime
 from placement_env.placement import raise_on_infrastructure_failure
@@ -136,16 +137,14 @@ class Trainer:
         advantages are divided by the spread (at least 1e-3 of the baseline) and clipped."""
         cfg = self.config
         if ok.any():  # the baseline skips failing samples
-            mean, spread = float(rewards[ok].mean()), float(rewards[ok].std())
-            d = cfg.baseline_decay
-            self.baseline = mean if self.baseline is None else d * self.baseline + (1 - d) * mean
+            self.baseline = moving_average(self.baseline, float(rewards[ok].mean()), cfg.baseline_decay)
             if ok.sum() > 1:
-                self.spread = spread if self.spread is None else d * self.spread + (1 - d) * spread
+                self.spread = moving_average(self.spread, float(rewards[ok].std()), cfg.baseline_decay)
         baseline = self.baseline if self.baseline is not None else float(rewards.mean())
         advantages = rewards - baseline
         if cfg.normalize_advantages:
-            advantages = advantages / max(self.spread or 0.0, 1e-8 + 1e-3 * abs(baseline))
-            advantages = np.clip(advantages, -cfg.advantage_clip, cfg.advantage_clip)
+            advantages = normalised(advantages, max(self.spread or 0.0, 1e-8 + 1e-3 * abs(baseline)),
+                                    cfg.advantage_clip)
         return advantages, baseline
 
     def imitate(self, placement: np.ndarray, *, target_prob: float, max_steps: int = 300, lr: float = 3e-3) -> int:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import json
 import math
 import os
 import sys
@@ -20,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 
 from agents.common.report import plot_curve
-from agents.common.run_files import BEST_JSON, CURVE, LOG, TENSORBOARD, TensorBoardLog, atomic_write, run_dir, write_log
+from agents.common.run_files import BEST_JSON, CURVE, LOG, TENSORBOARD, TensorBoardLog, run_dir, write_json, write_log
 from agents.common.torch_threads import keeps_caller_float_mode
 from placement_env import Cluster, Evaluator, Problem, load_benchmark, load_cluster
 
@@ -131,7 +130,7 @@ class RunRecorder:
             record = {**self.meta, "placement": trainer.best_placement.tolist(), "runtime_s": trainer.best_runtime_s,
                       "lower_bound_s": self.lower_bound_s, "evaluations": trainer.evaluations,
                       "updates": trainer.updates}
-            atomic_write(self.out / BEST_JSON, lambda handle: json.dump(record, handle, indent=1))
+            write_json(self.out / BEST_JSON, record)
             self.written_best_s = trainer.best_runtime_s
 
     def close(self) -> None:
