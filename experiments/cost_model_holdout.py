@@ -3,9 +3,9 @@
 
 Leave one family out. For each family of ``generalisation-train`` (RNNLM, NMT, Inception-V3, GPT-2; every batch
 size and both presets of the family go together), two cost models are trained on the other families' tasks, one
-on them alone (``train``) and one with the eight random CNNs of ``generalisation-train-random-cnn-8`` beside them
+on them alone (``train``) and one with the eight random CNNs of the cost model's suite beside them
 (``train+cnn``), with the same steps, batch, learning rate and seed. Both learn from the placements and simulated
-runtimes a ``python -m agents.gnn_placer.train_cost_model --suite generalisation-train-random-cnn-8`` run measured
+runtimes a ``python -m agents.gnn_placer.train_cost_model`` run (its default suite) measured
 (its ``placements/`` folder; no evaluation here), 10% of each task's held out as that command does. Each is then
 scored on the left-out family's tasks, which it has not seen: Spearman's rank correlation of prediction and
 simulated runtime on up to ``--score`` of each task's placements that ran, and on up to ``--score`` of its good
@@ -32,7 +32,7 @@ import numpy as np
 from agents.common.arguments import add_threads_argument, non_negative_int, positive_int
 
 TRAIN_SUITE = "generalisation-train"
-CNN_SUITE = "generalisation-train-random-cnn-8"
+CNN_SUITE = "agents.gnn_placer.cost_training:COST_MODEL_SUITE"  # the train split + 8 random CNNs
 CHOICES = ("train", "train+cnn")
 FAMILIES = ("rnnlm", "nmt", "inception_v3", "gpt2")
 GOOD = 1.25  # "good" placements run within 25% of the fastest one measured for the task

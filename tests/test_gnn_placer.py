@@ -39,27 +39,29 @@ def test_suites_split_families_on_the_k80_machines():
     for task in train + test:
         assert task.cluster == f"k80-{task.gpus}gpu" and task.gpus in (2, 4)
     assert len(load_suite("generalisation")) == 20  # the synthetic suite stays
-    with_vgg = load_suite("generalisation-train-vgg")
+    with_vgg = load_suite("experiments.suites:GENERALISATION_TRAIN_VGG")
     assert with_vgg[:len(train)] == train
     assert {t.benchmark for t in with_vgg[len(train):]} == {"vgg16", "vgg16-batch352"}
-    with_bn = load_suite("generalisation-train-vgg-bn")
+    with_bn = load_suite("experiments.suites:GENERALISATION_TRAIN_VGG_BN")
     assert with_bn[:len(train)] == train
     assert {t.benchmark for t in with_bn[len(train):]} == {"vgg16_bn-batch128", "vgg16_bn-batch176"}
-    with_mobilenet = load_suite("generalisation-train-mobilenet")
+    with_mobilenet = load_suite("experiments.suites:GENERALISATION_TRAIN_MOBILENET")
     assert with_mobilenet[:len(train)] == train
     assert {t.benchmark for t in with_mobilenet[len(train):]} == {"mobilenet_v2-batch320", "mobilenet_v2-batch416"}
-    with_random = load_suite("generalisation-train-random-cnn")
+    with_random = load_suite("experiments.suites:GENERALISATION_TRAIN_RANDOM_CNN")
     assert with_random[:len(train)] == train
     assert {t.benchmark for t in with_random[len(train):]} == {f"random_cnn:{seed}" for seed in range(4)}
     validation = load_suite("generalisation-validation")  # families in neither split nor the cost model's graphs
     assert {t.benchmark for t in validation} == {"vgg16", "vgg16-batch352", "vgg16_bn-batch128", "vgg16_bn-batch176",
                                                  "mobilenet_v2-batch320", "mobilenet_v2-batch416",
                                                  "mlp_mixer-batch48", "mlp_mixer-batch60"}
-    seen = {t.benchmark.split("-")[0] for t in train + test + load_suite("generalisation-train-random-cnn-8")}
+    cost_model = load_suite("agents.gnn_placer.cost_training:COST_MODEL_SUITE")  # the cost model's train tasks
+    assert load_suite("experiments.suites:GENERALISATION_TRAIN_RANDOM_CNN_8") == cost_model
+    seen = {t.benchmark.split("-")[0] for t in train + test + cost_model}
     assert len(validation) == 16 and not seen & {t.benchmark.split("-")[0] for t in validation}
-    assert load_suite("generalisation-train-random-cnn-8")[:len(with_random)] == with_random
-    assert len(load_suite("generalisation-train-random-cnn-8")) == len(train) + 2 * 8
-    with_test_graph = load_suite("generalisation-train-plus-resnet50")
+    assert cost_model[:len(with_random)] == with_random
+    assert len(cost_model) == len(train) + 2 * 8
+    with_test_graph = load_suite("experiments.suites:GENERALISATION_TRAIN_PLUS_RESNET50")
     assert with_test_graph[:len(train)] == train
     assert [t.name for t in with_test_graph[len(train):]] == ["resnet50-k80-2gpu", "resnet50-k80-4gpu"]
 

@@ -22,7 +22,9 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m agents.gnn_placer", description=(
         "Pre-train the GNN placer across the graphs of a suite: imitate each task's best heuristic, then "
         "REINFORCE with self-imitation; writes log.csv, learning_curve.png and checkpoint.pt to --out-dir."))
-    p.add_argument("--suite", default="generalisation-train", help="the suite to train on (default: %(default)s)")
+    p.add_argument("--suite", default="generalisation-train",
+                   help="the suite to train on: a name of placement_env.harness.SUITES or 'package.module:attribute' "
+                        "(default: %(default)s)")
     p.add_argument("--minutes", type=positive_float, default=12.0,
                    help="wall-time limit, loading the graphs aside (default: %(default)s, as the committed checkpoint)")
     p.add_argument("--budget", type=positive_int, default=None,
@@ -50,10 +52,12 @@ def prepare_suite_run(p: argparse.ArgumentParser, args: argparse.Namespace,
     """For a command line that trains on ``args.suite``: exit 2 naming a bad suite or ``--out-dir``, set torch's
     threads, and make Ctrl-C and SIGTERM set the returned event (the run stops after the step in hand and writes
     everything); the run folder is ``--out-dir`` or ``runs/<agent>/<suite>-seed<seed>``."""
-    from placement_env.harness import SUITES
+    from placement_env.harness import UnknownSuiteError, load_suite
 
-    if args.suite not in SUITES:
-        p.error(f"argument --suite: unknown suite {args.suite!r}; choose from {', '.join(SUITES)}")
+    try:
+        load_suite(args.suite)
+    except UnknownSuiteError as error:
+        p.error(f"argument --suite: {error}")
     check_out_dir(p, args)
     import torch
 

@@ -30,6 +30,7 @@ from scipy.stats import spearmanr
 from tqdm import tqdm
 
 from agents.common.run_files import CURVE, LOG, write_log
+from placement_env.harness import GENERALISATION_TRAIN, k80_tasks
 
 from .checkpoint import COST_MODEL, checkpoint_path, load_network, save_cost_model
 from .cost_data import Dataset, task_dataset
@@ -39,6 +40,17 @@ from .harness import memory_margin
 from .trainer import Trainer
 from .training import suite_tasks
 
+
+def random_cnns(count: int) -> tuple[tuple[str, str], ...]:
+    """(label, benchmark) of the random CNNs of seeds 0 .. count - 1 (batch 256)."""
+    return tuple((f"Random CNN {seed}", f"random_cnn:{seed}") for seed in range(count))
+
+
+# What the committed cost model learned from: the placer's train split plus eight random CNNs (seeds 0-7, batch
+# 256: single-GPU peak over two K80 dies 0.54-0.78), a family drawn at random, each a mix of plain, residual and
+# branched units in its own proportions; no test family.
+COST_MODEL_SUITE = k80_tasks((*GENERALISATION_TRAIN, *random_cnns(8)))
+DEFAULT_SUITE = "agents.gnn_placer.cost_training:COST_MODEL_SUITE"  # --suite of train_cost_model, for load_suite
 HELD_OUT = 0.1
 HELD_OUT_MAX = 500
 RANKING_WEIGHT = 4.0

@@ -2,11 +2,8 @@
 that ``place_zero_shot_refined`` searches on; writes its run folder (see :mod:`.cost_training`). Bad flags exit 2
 naming the flag, before anything is built.
 
-The default suite, ``generalisation-train-random-cnn-8``, is the train split plus eight random CNNs (no test
-family): trained on the train split alone, the cost model ranked the placer's alternating ResNet-50 placement
-ahead of MinCut's (README), as no train graph there is a CNN whose transfers lie on the critical path. With each
-train family left out in turn (``python -m experiments.cost_model_holdout``), the random CNNs rank the left-out
-family's good placements better on two seeds of two, by a margin one family's seed-to-seed swing matches."""
+The default suite is :data:`.cost_training.COST_MODEL_SUITE`, the train split plus eight random CNNs (no test
+family), what the committed cost model learned from (docs/findings.md has why the random CNNs)."""
 from __future__ import annotations
 
 import argparse
@@ -15,8 +12,7 @@ import sys
 from agents.common.arguments import add_threads_argument, non_negative_int, positive_float, positive_int
 
 from .cli import prepare_suite_run
-
-DEFAULT_SUITE = "generalisation-train-random-cnn-8"
+from .cost_training import DEFAULT_SUITE
 
 
 def parser() -> argparse.ArgumentParser:

@@ -9,8 +9,9 @@ from ..errors import ResultsFormatError, UnknownSuiteError
 from .report import markdown_table, write_report
 from .results import COLUMNS, read_rows
 from .runner import DEFAULT_BUDGET, run_suite
-from .suites import SUITES, Task, load_suite
+from .suites import GENERALISATION_TRAIN, SUITES, Task, k80_tasks, load_suite
 from .validate import validate
 
-__all__ = ["COLUMNS", "DEFAULT_BUDGET", "ResultsFormatError", "SUITES", "Task", "UnknownSuiteError", "load_suite",
-           "markdown_table", "read_rows", "run_suite", "validate", "write_report"]
+__all__ = ["COLUMNS", "DEFAULT_BUDGET", "GENERALISATION_TRAIN", "ResultsFormatError", "SUITES", "Task",
+           "UnknownSuiteError", "k80_tasks", "load_suite", "markdown_table", "read_rows", "run_suite", "validate",
+           "write_report"]
