@@ -253,36 +253,20 @@ for block in blocks:
 """
 
 
-@pytest.fixture(scope="module")
-def block_results(tmp_path_factory):
-    """Every runnable block's result: "" when it ran, else its traceback (run once for all files)."""
-    folder = tmp_path_factory.mktemp("docs_blocks")
+def test_code_blocks_run(tmp_path):
+    """Every runnable block, run once in one interpreter (one test, so that pytest-xdist does not run the blocks
+    on both of its workers)."""
     runnable = [{"key": b.key, "code": b.code} for b in ALL_BLOCKS if b.skip is None]
-    (folder / "blocks.json").write_text(json.dumps(runnable))
+    (tmp_path / "blocks.json").write_text(json.dumps(runnable))
     env = {**os.environ, "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1", "AGENT_TORCH_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", RUNNER, str(folder / "blocks.json"), str(folder / "results.json")],
-                          cwd=folder, capture_output=True, text=True, timeout=600, env=env)
-    results = json.loads((folder / "results.json").read_text()) if (folder / "results.json").exists() else {}
-    return results, done
-
-
-def test_code_block_markers_are_well_formed():
-    assert ALL_BLOCKS, "no ```python block in README.md or docs/"
-    assert not MARKER_PROBLEMS, "\n".join(MARKER_PROBLEMS)
-    keys = [block.key for block in ALL_BLOCKS]
-    assert len(keys) == len(set(keys))
-
-
-@pytest.mark.parametrize("path", [p for p in DOC_FILES if any(b.file == _name(p) for b in ALL_BLOCKS)], ids=_name)
-def test_code_blocks_run(path, block_results):
-    results, done = block_results
+    done = subprocess.run([sys.executable, "-c", RUNNER, str(tmp_path / "blocks.json"), str(tmp_path / "results.json")],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
+    results = json.loads((tmp_path / "results.json").read_text()) if (tmp_path / "results.json").exists() else {}
     failed = []
-    for block in ALL_BLOCKS:
-        if block.file != _name(path) or block.skip is not None:
-            continue
-        if block.key not in results:
-            failed.append(f"{block.key}: did not run (the runner stopped):\n{done.stderr[-3000:]}")
-        elif results[block.key]:
-            failed.append(f"{block.key}:\n{results[block.key]}")
+    for block in runnable:
+        if block["key"] not in results:
+            failed.append(f"{block['key']}: did not run (the runner stopped):\n{done.stderr[-3000:]}")
+        elif results[block["key"]]:
+            failed.append(f"{block['key']}:\n{results[block['key']]}")
     assert not failed, "\n\n".join(failed)
