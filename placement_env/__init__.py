@@ -23,7 +23,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from . import errors
 from .errors import *  # noqa: F403 - every public error, listed in errors.__all__
 from .opgraph import DEVICE_KINDS, OpGraph
-from .placement import Measurement, allowed_devices, check_placement, random_placements, single_device
+from .placement import (Measurement, allowed_devices, check_placement, raise_on_infrastructure_failure,
+                        random_placements, single_device)
 
 __version__ = "0.1.0"
 
@@ -40,6 +41,8 @@ _LAZY = {
     "device_symmetries": "placement_env.cluster.symmetry",
     "canonical_placement": "placement_env.cluster.symmetry",
     "evaluate": "placement_env.evaluation",
+    "RUNTIMES": "placement_env.evaluation",
+    "MeasuredRuntime": "placement_env.runtime.measured",
     "lower_bound": "placement_env.evaluation",
     "sequential_peak_bytes": "placement_env.memory_estimate",
     "sequential_memory": "placement_env.memory_estimate",
@@ -48,6 +51,8 @@ _LAZY = {
     "DevicePlacementEnv": "placement_env.env",
     "graph_features": "placement_env.env.features",
     "Reward": "placement_env.env.rewards",
+    "charged_runtime": "placement_env.env.rewards",
+    "DEFAULT_FAILING_SIGNAL_S": "placement_env.env.rewards",
     "REWARDS": "placement_env.env.rewards",
     "GraphFeatures": "placement_env.env.features",
     "ParallelEvaluator": "placement_env.parallel",
@@ -61,11 +66,13 @@ _LAZY = {
     "ZERO_BUDGET_HEURISTICS": "placement_env.problem",
     "apply_placement": "placement_env.tf_import.export",
     "export_placed_graph": "placement_env.tf_import.export",
+    "check_output_folder": "placement_env.output_paths",
+    "import_tensorflow_quietly": "placement_env.quiet_tf",
 }
 
 __all__ = [
-    "DEVICE_KINDS", "OpGraph", "Measurement", "allowed_devices", "check_placement", "random_placements",
-    "single_device", *errors.__all__, *_LAZY,
+    "DEVICE_KINDS", "OpGraph", "Measurement", "allowed_devices", "check_placement", "raise_on_infrastructure_failure",
+    "random_placements", "single_device", *errors.__all__, *_LAZY,
 ]
 
 
