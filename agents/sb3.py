@@ -31,10 +31,8 @@ from agents.common.report import baseline_table, curve_references, plot_curve
 from agents.common.run_files import (BEST_JSON, CURVE, LOG, TENSORBOARD, TensorBoardLog, export_written_best, read_log,
                                      run_dir, write_json, write_log)
 from agents.common.torch_threads import HARNESS_THREADS
-from placement_env.env.core import MODES
-from placement_env.errors import InfrastructureError
-from placement_env.evaluation import RUNTIMES
-from placement_env.quiet_tf import import_tensorflow_quietly
+from placement_env import RUNTIMES, InfrastructureError, import_tensorflow_quietly
+from placement_env.env import MODES
 
 ALGORITHMS = ("PPO", "A2C", "MaskablePPO")
 PER_GROUP_FIELDS = ("group_mask", "op_types", "output_shapes", "neighbour_bytes", "compute", "memory", "position",

@@ -249,6 +249,25 @@ def test_a_stop_request_ends_pretraining_with_its_files_written(tmp_path):
     assert meta["updates"] == 0 and meta["memory_margin"] >= 1.0
 
 
+def test_the_memory_margin_command_shows_and_remeasures_a_checkpoints_margin(tmp_path, tiny, capsys):
+    from agents.gnn_placer.harness import memory_margin
+    from agents.gnn_placer.memory_margin import main as margin_main
+
+    config = small_config()
+    path = tmp_path / "old.pt"
+    net = config.network(task_of(tiny, "paper-2gpu").inputs.features.shape[1])
+    save_checkpoint(path, net, config, {"suite": "tiny", "seed": 0, "memory_margin": 3.0})  # index order's
+    assert margin_main([str(path)]) == 0
+    assert "memory margin 3.0, measured against the estimate 'sequential, index order'" in capsys.readouterr().out
+    assert margin_main([str(path), "--write"]) == 0
+    meta = load_network(path)[2]
+    assert meta["memory_estimate"] == ESTIMATE and memory_margin(meta, path) == meta["memory_margin"] >= 1.0
+    assert meta["suite"] == "tiny" and f"stored in {path}" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        margin_main([str(tmp_path / "absent.pt")])
+    assert "no checkpoint at" in capsys.readouterr().err
+
+
 def test_pretraining_with_one_seed_and_budget_gives_the_same_network_twice(tmp_path):
     from agents.gnn_placer.training import pretrain
 
@@ -326,7 +345,8 @@ def test_the_margin_is_the_largest_simulated_over_estimated_peak(tiny, paper2, t
     with pytest.raises(CheckpointMismatchError, match="no memory margin"):
         memory_margin({}, tmp_path / "old.pt")
     with pytest.raises(CheckpointMismatchError, match="old.pt has a memory margin measured against the estimate "
-                                                      "'sequential, index order'.*--write-margin"):
+                                                      "'sequential, index order'.*; remeasure it with python -m "
+                                                      "agents.gnn_placer.memory_margin --write .*old.pt"):
         memory_margin({"memory_margin": 1.1}, tmp_path / "old.pt")
     assert memory_margin({"memory_margin": 1.1, "memory_estimate": ESTIMATE}, None) == 1.1
     with pytest.raises(ValueError, match="order='topological'"):

@@ -95,8 +95,7 @@ def measured_options(parser: argparse.ArgumentParser, args: argparse.Namespace) 
 
 def check_out_dir(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """``parser.error`` (exit 2) for an ``--out-dir`` that is a file or cannot be made, before any training."""
-    from placement_env import OutputPathError
-    from placement_env.output_paths import check_output_folder
+    from placement_env import OutputPathError, check_output_folder
 
     if args.out_dir is not None:
         try:

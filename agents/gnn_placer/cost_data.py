@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from baselines.partition import mincut
+from placement_env import resolve_method
 
 from .harness import zero_shot
 from .refine import one_move_neighbours
@@ -102,7 +102,7 @@ def task_dataset(task: PlacementTask, trainer: Trainer, margin: float, rng: np.r
     allowed = np.asarray(problem.allowed, bool)
     generator = torch.Generator().manual_seed(int(rng.integers(2**31 - 1)))
     start = zero_shot(trainer, task, margin)
-    split = np.asarray(mincut(problem), np.int64)
+    split = np.asarray(resolve_method("mincut")(problem), np.int64)
     random = random_placements(allowed, RANDOM, rng)
     drawn = [start[None], split[None], random, contiguous_splits(allowed, SPLITS, rng),
              *(tempered_samples(trainer, task, t, SAMPLES, generator) for t in TEMPERATURES)]

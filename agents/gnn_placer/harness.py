@@ -10,8 +10,8 @@ cost for the tensors that cross devices (:mod:`.transfer_prior`) before the memo
 search on the learned cost model (``cost_model.pt`` beside this file or
 ``$GNN_PLACER_COST_MODEL``; :mod:`.refine`). ``place_refined_best_start`` refines two starts that need no
 evaluation, that placement and MinCut's (fitted into memory the same way, every allowed device equally likely), and
-answers the refined one the cost model predicts faster (chosen on the validation split, where it beat the one
-start: ``experiments.zero_shot_validation``). ``place_fine_tune`` evaluates that placement, then trains the
+answers the refined one the cost model predicts faster (a choice made on the validation split,
+``experiments.zero_shot_validation``; docs/findings.md). ``place_fine_tune`` evaluates that placement, then trains the
 network on this one graph with the pre-training's update (REINFORCE with self-imitation of the best placement
 so far, :class:`Trainer`) at a lower learning rate, exploring a few groups per sample and moving a few groups of
 the best placement in each update (``FINE_TUNING``), within ``problem.budget`` evaluations, and returns the
@@ -31,8 +31,7 @@ from typing import Iterator, NamedTuple
 import numpy as np
 
 from agents.common.torch_threads import on_harness_threads
-from baselines.partition import mincut
-from placement_env import Problem
+from placement_env import Problem, resolve_method
 from placement_env.errors import CheckpointMismatchError, MethodConfigError, MethodFileNotFoundError
 
 from .checkpoint import HOW_TO_TRAIN, checkpoint_path, load_cost_model, load_network
@@ -64,7 +63,7 @@ def mincut_start(problem: Problem, margin: float) -> np.ndarray:
     """MinCut's placement of ``problem`` fitted into memory as the zero-shot one is, every allowed device equally
     likely (no evaluation)."""
     uniform = np.where(problem.allowed, 0.0, -np.inf)
-    return fit_in_memory(problem, np.asarray(mincut(problem), np.int64), uniform, margin=margin)
+    return fit_in_memory(problem, np.asarray(resolve_method("mincut")(problem), np.int64), uniform, margin=margin)
 
 
 class Refined(NamedTuple):
@@ -105,7 +104,7 @@ def memory_margin(meta: dict, checkpoint: Path | None) -> float:
         raise CheckpointMismatchError(
             f"GNN placer: {checkpoint or checkpoint_path()} has a memory margin measured against the estimate "
             f"{meta.get('memory_estimate', 'sequential, index order')!r}, not {ESTIMATE!r}; remeasure it with "
-            f"python -m experiments.memory_estimate --write-margin CHECKPOINT, or {HOW_TO_TRAIN}")
+            f"python -m agents.gnn_placer.memory_margin --write {checkpoint or checkpoint_path()}, or {HOW_TO_TRAIN}")
     return float(meta["memory_margin"])
 
 

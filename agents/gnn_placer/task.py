@@ -7,8 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placement_env import Problem
-from placement_env.cluster.symmetry import canonical_placement, device_symmetries
+from placement_env import Problem, canonical_placement, device_symmetries
 
 from .graph_input import GraphInput, graph_input
 

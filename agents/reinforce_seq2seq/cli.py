@@ -21,12 +21,9 @@ from agents.common.arguments import (add_threads_argument, add_timeout_argument,
 from agents.common.report import baseline_table, curve_references, plot_curve
 from agents.common.run_files import BEST_PB, CURVE, export_best, export_written_best
 from agents.common.torch_threads import HARNESS_THREADS
-from placement_env import (CheckpointMismatchError, ParallelEvaluator, PlacementEnvError, load_benchmark,
-                           load_cluster)
-from placement_env.evaluation import RUNTIMES
+from placement_env import (RUNTIMES, CheckpointMismatchError, MeasuredRuntime, ParallelEvaluator, PlacementEnvError,
+                           import_tensorflow_quietly, load_benchmark, load_cluster)
 from placement_env.parallel import BACKENDS, DEFAULT_TIMEOUT_S
-from placement_env.runtime.measured import MeasuredRuntime
-from placement_env.quiet_tf import import_tensorflow_quietly
 
 from .config import FINE_TUNING, Config, field_error, warm_start_choices
 from .training import DEFAULT_MINUTES, TrainResult, default_out_dir, train

@@ -12,8 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from placement_env import METHODS
-from placement_env.env.rewards import DEFAULT_FAILING_SIGNAL_S
+from placement_env import DEFAULT_FAILING_SIGNAL_S, METHODS
 
 
 def is_integer(value: Any) -> bool:

@@ -21,8 +21,7 @@ import torch
 
 from agents.common.advantages import moving_average, normalised
 from agents.common.local_moves import LocalMoves
-from placement_env.env.rewards import charged_runtime
-from placement_env.placement import raise_on_infrastructure_failure
+from placement_env import charged_runtime, raise_on_infrastructure_failure
 
 from .config import Config
 from .policy import Seq2SeqPolicy
