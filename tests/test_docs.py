@@ -184,6 +184,24 @@ def test_source_paths_named_exist(path):
     assert not missing, f"{_name(path)} names {missing}, which are not in the tree"
 
 
+IMPORT_PATH = re.compile(r"`((?:agents|baselines|experiments|placement_env)(?:\.\w+)+:\w+)`")
+
+
+def test_import_paths_named_resolve():
+    """Every method or suite a page names as ``package.module:attribute`` can be imported (findings.md aside)."""
+    named = sorted({path for page in DOC_FILES if page.name != "findings.md"
+                    for path in IMPORT_PATH.findall(page.read_text())})
+    assert named
+    broken = []
+    for path in named:
+        module, attribute = path.split(":")
+        try:
+            getattr(importlib.import_module(module), attribute)
+        except (ImportError, AttributeError) as error:
+            broken.append(f"{path} ({type(error).__name__}: {error})")
+    assert not broken, f"the docs name {broken}"
+
+
 # ---- code blocks ----
 
 @dataclass
