@@ -7,9 +7,8 @@ random GPUs). For each, and each GPU filled at least half by the estimate, it pr
 ``pe.sequential_peak_bytes`` with the ops in earliest-start order (the estimate the zero-shot placer uses) and,
 for comparison, in index order. The largest ratio over the train rows is the margin the zero-shot placer keeps
 (the checkpoint carries it, measured the same way at the end of pre-training); the test rows show how it
-carries over to graphs that took no part in choosing it. ``--write-margin`` stores the margin measured again
-in the checkpoint (``agents.gnn_placer.training.remeasure_margin``), for a checkpoint whose margin was measured
-against an earlier estimate.
+carries over to graphs that took no part in choosing it. To store a margin measured again in a checkpoint, run
+``python -m agents.gnn_placer.memory_margin --write CHECKPOINT``.
 """
 from __future__ import annotations
 
@@ -25,8 +24,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="for the moved groups (default: %(default)s)")
     parser.add_argument("--checkpoint", default=None,
                         help="GNN placer checkpoint (default: $GNN_PLACER_CHECKPOINT or the committed one)")
-    parser.add_argument("--write-margin", action="store_true",
-                        help="measure the checkpoint's margin again on its train suite and store it there")
     args = parser.parse_args(argv)
     from placement_env.quiet_tf import import_tensorflow_quietly
 
@@ -35,7 +32,6 @@ def main(argv: list[str] | None = None) -> int:
     from agents.gnn_placer import Trainer, load_network, make_task
     from agents.gnn_placer.checkpoint import checkpoint_path
     from agents.gnn_placer.memory_fit import peak_ratios, placements_to_check
-    from agents.gnn_placer.training import remeasure_margin
     from placement_env.harness.suites import load_suite
 
     path = Path(args.checkpoint) if args.checkpoint else checkpoint_path()
@@ -61,8 +57,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {split} | all | | **{worst:.2f}** | {worst_index:.2f} |")
     print(f"{path}: memory margin {meta.get('memory_margin', 'none')}, measured against the estimate "
           f"{meta.get('memory_estimate', 'sequential, index order')!r}")
-    if args.write_margin:
-        print(f"stored in {path}: memory margin {remeasure_margin(path)}")
     return 0
 
 

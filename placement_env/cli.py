@@ -178,7 +178,8 @@ def _add_linkbench(commands: argparse._SubParsersAction) -> None:
                        help="tensor sizes (default: %(default)s)")
     bench.add_argument("--workers", type=int, default=DEFAULT_WORKERS,
                        help="local workers; destinations go up to workers - 1 (default: %(default)s)")
-    bench.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="measured steps per graph (default: %(default)s)")
+    bench.add_argument("--steps", type=int, default=DEFAULT_STEPS,
+                       help="measured steps per graph (default: %(default)s)")
     bench.add_argument("-o", "--output", default="link_runs.json",
                        help="where the rows go, for calibrate --link-runs (default: %(default)s)")
 

@@ -10,10 +10,9 @@ The order the ops run in is op index order (a topological order), or, given the 
 each op starts when the last of its inputs' producers (and control predecessors) finishes, each taking its
 time on its own device, with no queueing and no transfer time (:func:`earliest_starts`). Devices run in
 parallel, so an op of a device whose predecessors lie on other devices runs when they are done, not at its
-place in index order; the earliest-start order keeps that. On the generalisation suites' multi-GPU
-placements of GPT-2 and BERT, index order leaves out up to 17-19% of a GPU's simulated peak (the GPU with the
-first layers holds its forward activations while the later GPUs compute); the earliest-start order comes
-within 4% of it (``python -m experiments.memory_estimate``).
+place in index order; the earliest-start order keeps that (a GPU holding a model's first layers keeps their
+forward activations while later GPUs compute, which index order leaves out; docs/findings.md compares the two
+orders with the simulated peak).
 
 What it leaves out, against the simulated runtime: queueing on busy devices and links, buffer forwarding (views
 that alias their input count as new buffers here) and sums accumulated near full memory.

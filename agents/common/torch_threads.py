@@ -2,7 +2,7 @@
 
 A seeded run's float sums, so what it learns, depend on torch's thread count, and torch's default is
 one thread per core: the same seed would give another run on a machine with another number of cores
-(the seq2seq agent on NMT / 2 GPUs, seed 0: one thread and two part at the 6th update). So the harness
+(docs/findings.md). So the harness
 methods run on a set count, ``$AGENT_TORCH_THREADS`` or :data:`HARNESS_THREADS`, and the command lines
 take ``--threads``. The trainers flush denormal floats to zero on their thread (:class:`Trainer`), a
 processor state that would leak into the caller's own float code; :func:`caller_float_mode_kept` puts
@@ -16,9 +16,8 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 THREADS_ENV = "AGENT_TORCH_THREADS"
-# What docs/*_results.jsonl were made with (torch's default on the 2-core machine that ran them): their
-# agent rows reproduce with two threads (rnnlm-2gpu at 1,000 evaluations, seeds 0-2: every seq2seq and
-# A2C placement), and not all of them with one.
+# What docs/*_results.jsonl were made with (torch's default on the 2-core machine that ran them), so that
+# their agent rows are retrained on the same count.
 HARNESS_THREADS = 2
 
 

@@ -10,8 +10,8 @@ cost for the tensors that cross devices (:mod:`.transfer_prior`) before the memo
 search on the learned cost model (``cost_model.pt`` beside this file or
 ``$GNN_PLACER_COST_MODEL``; :mod:`.refine`). ``place_refined_best_start`` refines two starts that need no
 evaluation, that placement and MinCut's (fitted into memory the same way, every allowed device equally likely), and
-answers the refined one the cost model predicts faster (a choice made on the validation split,
-``experiments.zero_shot_validation``; docs/findings.md). ``place_fine_tune`` evaluates that placement, then trains the
+answers the refined one the cost model predicts faster (a choice made on the validation split: docs/findings.md).
+``place_fine_tune`` evaluates that placement, then trains the
 network on this one graph with the pre-training's update (REINFORCE with self-imitation of the best placement
 so far, :class:`Trainer`) at a lower learning rate, exploring a few groups per sample and moving a few groups of
 the best placement in each update (``FINE_TUNING``), within ``problem.budget`` evaluations, and returns the

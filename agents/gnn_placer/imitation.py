@@ -1,11 +1,9 @@
 """The supervised warm start of pre-training: the network first learns to output each train graph's best
 zero-budget heuristic placement (cross-entropy per group; with the sequential decoder, each group given the
 target's devices for the groups before it), so that REINFORCE starts from a decisive policy
-whose greedy placement already runs, and searches around it.
-
-Without it, REINFORCE from a uniform policy over 150-group graphs learns per-group distributions whose
-samples fit in memory while their mode (everything on the same GPU) does not: the greedy placement, which
-is the zero-shot answer, ran out of memory on six of the eight train tasks after 1,450 updates (docs/findings.md).
+whose greedy placement already runs, and searches around it. (REINFORCE from a uniform policy can learn
+per-group distributions whose samples fit in memory while their mode, the greedy placement that is the
+zero-shot answer, does not: docs/findings.md.)
 """
 from __future__ import annotations
 

@@ -3,11 +3,11 @@ every device whose estimated peak (``placement_env.sequential_memory`` with the 
 earliest starts: a graph analysis with the cost model's op times) is over its capacity, each time the move the
 network minds least.
 
-The network learned splits that fit the train graphs' memory, not a rule that carries over: its greedy
-placements of held-out graphs can run out of memory (README). The estimate is the sequential peak, and a
-device's estimate must stay under its capacity divided by a margin: the largest simulated / estimated peak
-over the train tasks' placements (:func:`train_margin`, measured at the end of pre-training and stored in
-the checkpoint; ``python -m experiments.memory_estimate`` prints the ratios behind it).
+Nothing in the network's greedy placement of a graph it was not trained on guarantees that it fits in memory;
+the fit makes it fit the estimate. The estimate is the sequential peak, and a device's estimate must stay under
+its capacity divided by a margin: the largest simulated / estimated peak over the train tasks' placements
+(:func:`train_margin`, measured at the end of pre-training and stored in the checkpoint; ``python -m
+agents.gnn_placer.memory_margin`` shows it).
 
 A move takes one group from the device whose estimate is furthest over its limit, among the groups with bytes
 alive at that device's peak, to its most likely allowed GPU (by the network) that is under its own
@@ -19,9 +19,7 @@ fills); if no move is left, the placement is returned as it is (it may still run
 
 :func:`return_to_gpus` then treats the CPU as the last resort from the other side: each group the network put
 on the CPU that may run on a GPU moves to its likeliest GPU whose estimate stays under the limit with it, if
-any (groups the network finds likeliest on a GPU first). Kept on the train tasks' evidence:
-with the three pre-training seeds' networks it made no train task's zero-shot placement slower and eight of
-48 faster, by up to 11% (docs/findings.md).
+any (groups the network finds likeliest on a GPU first). docs/findings.md has why both steps are kept.
 """
 from __future__ import annotations
 

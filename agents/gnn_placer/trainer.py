@@ -7,13 +7,12 @@ far (``problem.best``, relabelled by the cluster's device symmetry under which t
 a best found with two alike GPUs swapped is the same step, and the target should not flip between labellings;
 the imitation warm start gives every graph the canonical labelling, so they start alike), with the rewards of
 :mod:`.rewards` and per-graph advantages (the graph's samples' rewards minus their mean, over their spread, clipped
-to +-``ADVANTAGE_CLIP``: :func:`agents.common.advantages.centred_advantages`); dividing by n_groups keeps a graph of 1,000 groups from drowning one of 100. Gradients are clipped to norm
-``grad_clip``.
+to +-``ADVANTAGE_CLIP``: :func:`agents.common.advantages.centred_advantages`); dividing by n_groups keeps a
+graph of 1,000 groups from drowning one of 100. Gradients are clipped to norm ``grad_clip``.
 
 Self-imitation (after Oh et al., ICML 2018, as the seq2seq agent's ``--self-imitation``) keeps the policy
-centred on the best placement found, so REINFORCE searches around it: without it, REINFORCE after the
-imitation warm start drifted within 25 updates to greedy placements that ran out of memory on two of the
-eight train tasks and stayed there, its samples all alike (docs/findings.md).
+centred on the best placement found, so REINFORCE searches around it rather than drifting from the imitation
+warm start to a placement that fails (docs/findings.md).
 
 ``explore`` and ``local_moves`` (0 in pre-training; :mod:`.harness`'s fine-tuning sets them) search around a
 near-deterministic policy as the seq2seq agent's fine-tuning does: samples drawn from a mixture with the uniform

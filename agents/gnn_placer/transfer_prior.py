@@ -1,8 +1,8 @@
 """A transfer-aware decoding of the placer's device probabilities, without evaluating anything: :func:`smooth`.
 
 The network chooses each group's device independently given the encoding (GDP's one-shot decoding), so nothing in
-its greedy placement charges a group for the tensors it exchanges with neighbours on other devices; on ResNet-50 /
-4 GPUs it changes device 28 times along the chain and moves 4.7x MinCut's bytes (README). :func:`smooth` decodes
+its greedy placement charges a group for the tensors it exchanges with neighbours on other devices, and it may
+change device many times along a chain (docs/findings.md). :func:`smooth` decodes
 with a pairwise term added: a placement's energy is the sum over groups of minus the log-probability of the group's
 device, plus ``weight`` times the time, over the step's lower bound, that each group-graph edge whose ends are on
 different devices takes on their link (its bytes at the link's bandwidth, the link's latency and the cost per

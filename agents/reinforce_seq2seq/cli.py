@@ -1,10 +1,9 @@
 """The command line, ``python -m agents.reinforce_seq2seq`` (``--help``): train on one benchmark and cluster,
 then print a table against the baselines and write ``best_placement.pb`` (the placed TF graph).
 
-By default the agent runs at its measured best: warm-started from the fastest zero-budget heuristic and
-fine-tuned (``FINE_TUNING``); ``--paper`` is the paper's setting (from scratch, plain REINFORCE). The
-final table puts the agent next to the heuristics and next to the search baselines run with the same
-number of runtime evaluations the agent spent.
+By default the agent is warm-started from the fastest zero-budget heuristic and fine-tuned (``FINE_TUNING``);
+``--paper`` is the paper's setting (from scratch, plain REINFORCE). The final table puts the agent next to the
+heuristics and next to the search baselines run with the same number of runtime evaluations the agent spent.
 
 Exit codes: 0 done, 2 a bad flag or a refused resume, 130 interrupted (Ctrl-C or SIGTERM; the checkpoint and
 log are kept)."""

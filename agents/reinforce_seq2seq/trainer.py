@@ -47,7 +47,7 @@ class Trainer:
 
     def __init__(self, features: np.ndarray, allowed: np.ndarray, config: Config, seed: int = 0) -> None:
         self.config = config
-        torch.set_flush_denormal(True)  # denormals in the LSTMs slow CPU updates down by 1.5x or more
+        torch.set_flush_denormal(True)  # denormal floats in the LSTMs make CPU updates slower (docs/findings.md)
         self.features = torch.as_tensor(features, dtype=torch.float32)
         self.allowed = torch.as_tensor(np.asarray(allowed, bool))
         torch.manual_seed(seed)
