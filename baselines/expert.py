@@ -91,10 +91,8 @@ import re
 
 import numpy as np
 
-from placement_env import benchmark_blocks
+from placement_env import Problem, benchmark_blocks
 from placement_env.errors import NoExpertPlacementError
-
-from placement_env.problem import Problem
 
 EXPERT_BENCHMARKS: tuple[str, ...] = ("rnnlm", "nmt", "inception_v3", "rnnlm-tiny", "nmt-tiny", "inception_v3-tiny",
                                       "rnnlm-deep", "nmt-deep", "dlrm", "dlrm-tiny")

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placement_env.problem import Problem
+from placement_env import Problem
 
 __all__ = ["GroupDag", "group_dag", "heft", "m_topo", "m_etf"]
 

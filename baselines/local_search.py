@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from placement_env.problem import Problem
+from placement_env import Problem
 
 from .search import Moves, Scores, check_start, search_budget, start_placement
 

@@ -57,9 +57,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from placement_env import Problem
 from placement_env.errors import MapperError, MapperNotFoundError, PlacementEnvError
-
-from placement_env.problem import Problem
 
 SCOTCH_TIMEOUT_S = 120.0  # a mapper run on a 10^3-vertex graph takes well under a second
 SCOTCH_INSTALL = "apt-get install scotch"  # Debian/Ubuntu; the mapper is then /usr/bin/scotch_gmap

@@ -37,7 +37,7 @@ import math
 
 import numpy as np
 
-from placement_env.problem import Problem
+from placement_env import Problem
 
 from .simple import random_candidates
 from .search import Scores, check_start, heuristic_start, search_budget

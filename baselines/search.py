@@ -29,8 +29,7 @@ from typing import Iterator
 
 import numpy as np
 
-from placement_env.placement import check_placement, single_device
-from placement_env.problem import ZERO_BUDGET_HEURISTICS, Problem, resolve_method
+from placement_env import ZERO_BUDGET_HEURISTICS, Problem, check_placement, resolve_method, single_device
 
 __all__ = ["STARTS", "HEURISTICS", "PROPOSALS_PER_EVALUATION", "Scores", "Moves", "check_start", "search_budget",
            "single_device_start", "heuristic_start", "start_placement"]

@@ -3,9 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from placement_env.placement import random_placements, single_device
-
-from placement_env.problem import Problem
+from placement_env import Problem, random_placements, single_device
 
 RANDOM_SEARCH_DEFAULT_BUDGET = 100
 
