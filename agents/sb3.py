@@ -30,8 +30,8 @@ from agents.common.arguments import (add_threads_argument, add_timeout_argument,
 from agents.common.report import baseline_table, curve_references, plot_curve
 from agents.common.run_files import (BEST_JSON, CURVE, LOG, TENSORBOARD, TensorBoardLog, export_written_best, read_log,
                                      run_dir, write_json, write_log)
-from agents.common.torch_threads import HARNESS_THREADS
-from placement_env import RUNTIMES, InfrastructureError, import_tensorflow_quietly
+from agents.common.torch_threads import HARNESS_THREADS, start_command
+from placement_env import RUNTIMES, InfrastructureError
 from placement_env.env import MODES
 
 ALGORITHMS = ("PPO", "A2C", "MaskablePPO")
@@ -285,10 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     check_task_arguments(parser, args)
     options = measured_options(parser, args)
     check_out_dir(parser, args)
-    import_tensorflow_quietly()  # the op costs need TF; its start-up notices would bury the progress bar
-    import torch
-
-    torch.set_num_threads(args.threads)
+    start_command(args.threads)
     mode = args.mode or ("sequential" if args.algorithm == "MaskablePPO" else "oneshot")
     if mode != "oneshot" and args.algorithm != "MaskablePPO":
         parser.error(f"argument --mode: {args.algorithm} trains on mode 'oneshot' only; use --algorithm MaskablePPO "

@@ -44,6 +44,17 @@ def torch_threads(threads: int) -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
+def start_command(threads: int) -> None:
+    """What a command line does once its flags are checked, before it builds anything: TensorFlow imported
+    without its start-up notices (which would bury the progress bar), torch on ``threads`` threads (``--threads``)."""
+    import torch
+
+    from placement_env import import_tensorflow_quietly
+
+    import_tensorflow_quietly()
+    torch.set_num_threads(threads)
+
+
 def denormals_flushed() -> bool:
     """Whether this thread flushes denormal floats to zero (the smallest double then reads as 0)."""
     import numpy as np

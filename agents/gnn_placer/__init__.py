@@ -32,7 +32,8 @@ The modules, in the order they build on each other:
 * ``harness``: :func:`place_zero_shot`, :func:`place_zero_shot_smoothed`, :func:`place_zero_shot_refined`,
   :func:`place_refined_best_start`, :func:`place_fine_tune`, the ``method(problem)`` adapters;
 * ``cli``: ``python -m agents.gnn_placer`` (``--help``); ``train_cost_model``: ``python -m
-  agents.gnn_placer.train_cost_model``.
+  agents.gnn_placer.train_cost_model``; ``memory_margin``: ``python -m agents.gnn_placer.memory_margin``, a
+  checkpoint's memory margin, shown or measured again.
 """
 from .checkpoint import (CHECKPOINT_ENV, COST_MODEL_ENV, PRETRAINED, PRETRAINED_COST_MODEL, load_cost_model,
                          load_network, save_checkpoint, save_cost_model)

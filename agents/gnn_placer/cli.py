@@ -13,6 +13,7 @@ from pathlib import Path
 from agents.common.arguments import (add_threads_argument, check_out_dir, non_negative_float, non_negative_int, positive_float,
                               positive_int)
 from agents.common.run_files import run_dir
+from agents.common.torch_threads import start_command
 
 from .network import DECODERS
 from .trainer import Config
@@ -49,8 +50,8 @@ def parser() -> argparse.ArgumentParser:
 
 def prepare_suite_run(p: argparse.ArgumentParser, args: argparse.Namespace,
                       agent: str) -> tuple[Path, threading.Event]:
-    """For a command line that trains on ``args.suite``: exit 2 naming a bad suite or ``--out-dir``, set torch's
-    threads, and make Ctrl-C and SIGTERM set the returned event (the run stops after the step in hand and writes
+    """For a command line that trains on ``args.suite``: exit 2 naming a bad suite or ``--out-dir``, import TF and
+    set torch's threads (:func:`agents.common.torch_threads.start_command`), and make Ctrl-C and SIGTERM set the returned event (the run stops after the step in hand and writes
     everything); the run folder is ``--out-dir`` or ``runs/<agent>/<suite>-seed<seed>``."""
     from placement_env.harness import UnknownSuiteError, load_suite
 
@@ -59,9 +60,7 @@ def prepare_suite_run(p: argparse.ArgumentParser, args: argparse.Namespace,
     except UnknownSuiteError as error:
         p.error(f"argument --suite: {error}")
     check_out_dir(p, args)
-    import torch
-
-    torch.set_num_threads(args.threads)
+    start_command(args.threads)
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())

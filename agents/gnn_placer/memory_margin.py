@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from agents.common.arguments import add_threads_argument
+from agents.common.torch_threads import start_command
 
 
 def parser() -> argparse.ArgumentParser:
@@ -27,7 +28,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     p = parser()
     args = p.parse_args(argv)
-    from placement_env import CheckpointMismatchError, import_tensorflow_quietly
+    from placement_env import CheckpointMismatchError
 
     from .checkpoint import checkpoint_path, load_network
 
@@ -39,12 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{path}: memory margin {meta.get('memory_margin', 'none')}, measured against the estimate "
           f"{meta.get('memory_estimate', 'sequential, index order')!r}")
     if args.write:
-        import_tensorflow_quietly()  # the suite's graphs need TF
-        import torch
-
         from .training import remeasure_margin
 
-        torch.set_num_threads(args.threads)
+        start_command(args.threads)
         print(f"stored in {path}: memory margin {remeasure_margin(path)}")
     return 0
 

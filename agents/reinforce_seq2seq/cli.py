@@ -19,9 +19,9 @@ from agents.common.arguments import (add_threads_argument, add_timeout_argument,
                               measured_options, non_negative_float, non_negative_int, positive_float, positive_int)
 from agents.common.report import baseline_table, curve_references, plot_curve
 from agents.common.run_files import BEST_PB, CURVE, export_best, export_written_best
-from agents.common.torch_threads import HARNESS_THREADS
+from agents.common.torch_threads import HARNESS_THREADS, start_command
 from placement_env import (RUNTIMES, CheckpointMismatchError, MeasuredRuntime, ParallelEvaluator, PlacementEnvError,
-                           import_tensorflow_quietly, load_benchmark, load_cluster)
+                           load_benchmark, load_cluster)
 from placement_env.parallel import BACKENDS, DEFAULT_TIMEOUT_S
 
 from .config import FINE_TUNING, Config, field_error, warm_start_choices
@@ -171,10 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     _check_flags(parser, args)
     options = measured_options(parser, args)
-    import_tensorflow_quietly()  # the op costs need TF; its start-up notices would bury the progress bar
-    import torch
-
-    torch.set_num_threads(args.threads)
+    start_command(args.threads)
     config = _config(args)
     signal.signal(signal.SIGTERM, _interrupted)
     out = Path(args.out_dir) if args.out_dir else default_out_dir(args.benchmark, args.cluster, args.runtime)
