@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     fit.add_argument("--starts", type=int, default=3, help="optimiser starts per fit (default: %(default)s)")
     fit.add_argument("--save", action="store_true", help="store the all-model fit as the K80 machine's parameters")
     run = commands.add_parser("run", help="run placement methods over a benchmark suite into a results file")
-    run.add_argument("--suite", default="tiny", help=f"one of {', '.join(SUITES)} (default: %(default)s)")
+    run.add_argument("--suite", default="tiny", help=f"one of {', '.join(SUITES)}, or 'package.module:attribute' "
+                     "for a tuple of Task of your own (default: %(default)s)")
     run.add_argument("--methods", nargs="+", default=["all"],
                      help="built-in method names, 'package.module:callable', or all (default)")
     run.add_argument("--budget", type=int, default=100, help="runtime evaluations per method and task; 0 for zero-shot methods (default: %(default)s)")
