@@ -1,7 +1,7 @@
 """List-scheduling baselines: HEFT, and Baechi's memory-aware m-TOPO and m-ETF.
 
 All three schedule whole co-location groups (a placement is one device per group), on a group DAG
-built by :func:`group_dag`:
+built by :func:`group_dag` from the core's group graph (:func:`placement_env.group_graph`):
 
 * a group's compute seconds on device d: the sum of its ops' ``costs.seconds[:, d]``;
 * a group edge a -> b carries the bytes of every op output of a consumed in b, each output counted
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placement_env import Problem
+from placement_env import Problem, group_graph
 
 __all__ = ["GroupDag", "group_dag", "heft", "m_topo", "m_etf"]
 
@@ -84,25 +84,10 @@ class GroupDag:
 
 def group_dag(problem: Problem) -> GroupDag:
     """Build the group DAG of ``problem`` (see the module docstring for the rules)."""
-    graph, cluster = problem.graph, problem.cluster
-    n, n_dev = graph.n_groups, cluster.n_devices
-    seconds = np.zeros((n, n_dev))
-    np.add.at(seconds, graph.group, problem.costs.seconds)
-    memory = graph.group_persistent_bytes.astype(np.float64) + \
-        np.bincount(graph.group, weights=graph.op_output_bytes, minlength=n)
-
-    src_g, dst_g = graph.group[graph.edge_src], graph.group[graph.edge_dst]
-    cross = src_g != dst_g
-    src, out, src_g, dst_g = graph.edge_src[cross], graph.edge_src_output[cross], src_g[cross], dst_g[cross]
-    pair = src_g.astype(np.int64) * n + dst_g
-    # bytes: each (source op output, consuming group) once
-    data = out >= 0
-    op_bytes = graph.output_bytes[graph.output_ptr[src[data]] + out[data]].astype(np.float64)
-    _, first = np.unique(np.stack([src[data], out[data], dst_g[data]], axis=1), axis=0, return_index=True)
-    pairs = np.unique(pair)
-    pair_bytes = np.zeros(pairs.size)
-    np.add.at(pair_bytes, np.searchsorted(pairs, pair[data][first]), op_bytes[first])
-    a, b = pairs // n, pairs % n
+    cluster = problem.cluster
+    groups = group_graph(problem.graph, cluster, problem.costs)
+    n, n_dev = groups.n_groups, cluster.n_devices
+    a, b, pair_bytes = groups.src, groups.dst, groups.bytes.astype(np.float64)
 
     def split(keys: np.ndarray, values: np.ndarray, other: np.ndarray) -> tuple[list, list]:
         order = np.argsort(keys, kind="stable")
@@ -116,8 +101,8 @@ def group_dag(problem: Problem) -> GroupDag:
     sources, source_bytes = split(b, pair_bytes, a)
     kinds = np.array([d.kind for d in cluster.devices])
     preferred = kinds == "GPU" if (kinds == "GPU").any() else np.ones(n_dev, dtype=bool)
-    return GroupDag(seconds=seconds, memory=memory, allowed=np.asarray(problem.allowed, dtype=bool),
-                    preds=preds, pred_bytes=pred_bytes, succs=succs, succ_bytes=succ_bytes,
+    return GroupDag(seconds=np.array(groups.seconds), memory=groups.memory_bytes.astype(np.float64),
+                    allowed=np.asarray(problem.allowed, dtype=bool), preds=preds, pred_bytes=pred_bytes, succs=succs, succ_bytes=succ_bytes,
                     sources=sources, source_bytes=source_bytes,
                     bandwidth=np.asarray(cluster.bandwidth, dtype=np.float64),
                     latency=np.asarray(cluster.latency, dtype=np.float64),

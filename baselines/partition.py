@@ -1,9 +1,10 @@
 """Graph-partitioning baselines: Scotch static mapping, MinCut (Scotch on the GPUs only) and METIS.
 
-All three see the grouped graph the same way (:func:`source_graph`): one vertex per group,
-weighted by its compute (the group's analytical seconds on the fastest device that can run it),
-and one undirected edge per pair of groups that exchange tensors, weighted by the bytes sent
-either way (plus one per edge, so control dependencies count a little). Devices are weighted by
+All three see the grouped graph the same way (:func:`source_graph`, from the core's group graph,
+:func:`placement_env.group_graph`): one vertex per group, weighted by its compute (the group's analytical
+seconds on the fastest device that can run it), and one undirected edge per pair of groups joined by a data
+or control edge, weighted by the bytes sent either way (each tensor once per receiving group, as TF sends it)
+plus one per direction, so control dependencies count a little. Devices are weighted by
 their compute capacity (``peak_flops``). So these methods balance load and cut little traffic,
 but ignore the schedule (what runs in parallel), which is why the paper finds them 2-8x slower
 than the expert placement.
@@ -27,10 +28,13 @@ elsewhere), run in a temporary directory. Files (Scotch user's manual):
 
   Scotch 7 maps with threads, one per core by default, and its answer then depends on the number of cores
   and on thread timing: on 2 cores about 1 run in 100 differs, on 8 or 16 nearly every run does (measured on
-  BERT / 4 GPUs with Debian's 7.0.3, ``docs/findings.md``). The mapper therefore runs with ``-Cd``
-  ("deterministic behavior, even across multiple threads", ``gmap -h``), which gives one mapping for any
-  number of threads (``SCOTCH_PTHREAD_NUMBER`` 1 to 16 checked), so MinCut and Scotch are the same baselines
-  on every machine. Scotch 6 has no ``-C`` option and runs without one (not checked for threads).
+  BERT / 4 GPUs with Debian's 7.0.3, ``docs/findings.md``). ``-Cd`` ("deterministic behavior, even across
+  multiple threads", ``gmap -h``) removes the timing but not the thread count: with it, one thread and two or
+  more still map differently (measured with 7.0.3: MinCut on NMT / paper-4gpu moves 125 of 179 groups, Scotch on
+  BERT / k80-4gpu maps differently on 1, 2 and 8 threads). The mapper therefore runs on one thread
+  (``SCOTCH_PTHREAD_NUMBER=1``, whatever the caller's environment says) and with ``-Cd``, which gives one mapping
+  on every machine and every run (graphs of a few hundred groups map in well under a second on one thread), so
+  MinCut and Scotch are the same baselines everywhere. Scotch 6 has no ``-C`` option and runs without one.
 
 ``mincut``: the same mapping with the CPUs removed from the targets (GPUs only).
 
@@ -46,6 +50,7 @@ this is the only way anything lands on a CPU: groups with no GPU kernel must run
 from __future__ import annotations
 
 import functools
+import os
 import re
 import shutil
 import subprocess
@@ -57,10 +62,11 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from placement_env import Problem
+from placement_env import Problem, group_graph
 from placement_env.errors import MapperError, MapperNotFoundError, PlacementEnvError
 
 SCOTCH_TIMEOUT_S = 120.0  # a mapper run on a 10^3-vertex graph takes well under a second
+MAPPER_THREADS = "1"  # Scotch's threads: its mapping depends on their number, even with -Cd (module docstring)
 SCOTCH_INSTALL = "apt-get install scotch"  # Debian/Ubuntu; the mapper is then /usr/bin/scotch_gmap
 _MAX_TOTAL_LOAD = 10**6  # integer vertex / edge load totals stay below this (no 32-bit overflow)
 _LINK_COST_SCALE = 10  # per-byte cost of the fastest link in an amk_grf target graph
@@ -101,27 +107,19 @@ def _integer_loads(values: np.ndarray, total: int = _MAX_TOTAL_LOAD) -> np.ndarr
 
 def group_compute_seconds(problem: Problem) -> np.ndarray:
     """Float [n_groups]: each group's analytical seconds on the fastest device that can run it."""
-    graph, allowed = problem.graph, problem.allowed
-    per_device = np.zeros((graph.n_groups, problem.cluster.n_devices))
-    np.add.at(per_device, graph.group, np.asarray(problem.costs.seconds, dtype=np.float64))
+    per_device = group_graph(problem.graph, problem.cluster, problem.costs).seconds
+    allowed = problem.allowed
     usable = np.where(allowed.any(axis=1, keepdims=True), allowed, True)
     return np.where(usable, per_device, np.inf).min(axis=1)
 
 
 def source_graph(problem: Problem) -> SourceGraph:
-    """Groups weighted by compute, edges by the bytes between them (symmetrised, +1 per op edge)."""
-    graph = problem.graph
-    n = graph.n_groups
-    src, dst = graph.group[graph.edge_src], graph.group[graph.edge_dst]
-    cross = src != dst
-    weight = np.asarray(graph.edge_bytes, dtype=np.float64)[cross] + 1.0
-    m = sp.coo_matrix((weight, (src[cross], dst[cross])), shape=(n, n)).tocsr()
-    m = (m + m.T).tocsr()
-    m.sum_duplicates()
-    m.sort_indices()
+    """Groups weighted by compute, edges by the bytes between them either way (+1 per direction)."""
+    undirected = group_graph(problem.graph, problem.cluster, problem.costs).undirected
+    weight = undirected.bytes.astype(np.float64) + undirected.edges
     return SourceGraph(vertex_load=_integer_loads(group_compute_seconds(problem)),
-                       xadj=m.indptr.astype(np.int64), adjncy=m.indices.astype(np.int64),
-                       edge_load=_integer_loads(m.data))
+                       xadj=np.array(undirected.indptr), adjncy=np.array(undirected.indices),
+                       edge_load=_integer_loads(weight))
 
 
 def device_weights(problem: Problem, devices: np.ndarray) -> np.ndarray:
@@ -215,7 +213,8 @@ def link_costs(problem: Problem, devices: np.ndarray) -> np.ndarray:
 
 def _run(cmd: list[str], cwd: str, what: str, stdin: str | None = None) -> None:
     try:
-        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, input=stdin, timeout=SCOTCH_TIMEOUT_S)
+        done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, input=stdin, timeout=SCOTCH_TIMEOUT_S,
+                              env={**os.environ, "SCOTCH_PTHREAD_NUMBER": MAPPER_THREADS})
     except subprocess.TimeoutExpired:
         raise MapperError(f"{what} ({' '.join(cmd)}) took over {SCOTCH_TIMEOUT_S:g} s") from None
     except OSError as error:

@@ -7,7 +7,9 @@ import pytest
 
 import placement_env as pe
 from baselines import list_scheduling as ls
+from placement_env.costs import OpCosts
 from placement_env.problem import Problem, solve
+from test_simulated import make_graph
 from baselines.simple import single_gpu
 
 METHODS = {"heft": ls.heft, "m_topo": ls.m_topo, "m_etf": ls.m_etf}
@@ -87,20 +89,22 @@ def test_memory_ledger_bounds_simulated_peak(graphs):
             assert (peak <= ledger.used + 1).all()
 
 
+def _problem_of(graph, seconds=1.0):
+    """A problem of ``graph`` on paper-2gpu with every op costing ``seconds`` on every device, the CPU not
+    allowed."""
+    cluster = pe.load_cluster("paper-2gpu")
+    allowed = np.zeros((graph.n_groups, cluster.n_devices), bool)
+    allowed[:, 1:] = True
+    costs = OpCosts(seconds=np.full((graph.n_ops, cluster.n_devices), seconds), source="test")
+    return SimpleNamespace(graph=graph, cluster=cluster, costs=costs, allowed=allowed)
+
+
 def _chains_problem(n_chains=2, length=4, seconds=1.0, nbytes=1000):
     """``n_chains`` independent chains of ``length`` ops, each op its own group, equal cost on the
     two GPUs of paper-2gpu (the CPU is not allowed)."""
-    cluster = pe.load_cluster("paper-2gpu")
     n = n_chains * length
-    src = np.array([c * length + i for c in range(n_chains) for i in range(length - 1)])
-    graph = SimpleNamespace(
-        n_groups=n, group=np.arange(n), edge_src=src, edge_dst=src + 1, edge_src_output=np.zeros(src.size, int),
-        output_ptr=np.arange(n + 1), output_bytes=np.full(n, nbytes), op_output_bytes=np.full(n, nbytes),
-        group_persistent_bytes=np.zeros(n, np.int64))
-    allowed = np.zeros((n, cluster.n_devices), bool)
-    allowed[:, 1:] = True
-    costs = SimpleNamespace(seconds=np.full((n, cluster.n_devices), seconds))
-    return SimpleNamespace(graph=graph, cluster=cluster, costs=costs, allowed=allowed)
+    edges = [(c * length + i, c * length + i + 1, 0, nbytes) for c in range(n_chains) for i in range(length - 1)]
+    return _problem_of(make_graph(n, edges, outputs=[[nbytes]] * n), seconds)
 
 
 @pytest.mark.parametrize("method", ["heft", "m_etf"])
@@ -113,16 +117,15 @@ def test_independent_chains_split_across_devices(method):
 
 
 def test_group_dag_drops_back_edges_and_dedupes_copies():
-    problem = _chains_problem(n_chains=1, length=3)
-    g = problem.graph
-    # op 0's output consumed twice in group 1, and a control back edge 2 -> 0
-    g.edge_src = np.array([0, 0, 1, 2])
-    g.edge_dst = np.array([1, 1, 2, 0])
-    g.edge_src_output = np.array([0, 0, 0, -1])
-    dag = ls.group_dag(problem)
+    # groups: op 0 -> 0, ops 1, 2 -> 1, op 3 -> 2, op 4 -> 0; op 0's output is read by both ops of group 1, and
+    # a control edge 3 -> 4 goes from group 2 back to group 0
+    graph = make_graph(5, [(0, 1, 0, 1000), (0, 2, 0, 1000), (2, 3, 0, 1000), (3, 4, -1, 0)],
+                       outputs=[[1000]] * 5, group=np.array([0, 1, 1, 2, 0]))
+    dag = ls.group_dag(_problem_of(graph))
     assert [p.tolist() for p in dag.preds] == [[], [0], [1]]
     assert dag.pred_bytes[1].tolist() == [1000.0]  # op 0's output sent once to group 1
     assert dag.sources[0].tolist() == [2] and dag.source_bytes[0].tolist() == [0.0]  # control edge
+    assert dag.memory.tolist() == [2000.0, 2000.0, 1000.0]  # each group's outputs (no resident bytes)
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from placement_env.env.group_graph import group_edges
+import placement_env as pe
 from test_simulated import make_graph
 
 TINY = "DevicePlacement-Tiny-v0"
@@ -84,9 +84,12 @@ def test_tensors_count_once_per_destination_group_and_edges_are_directed():
         (1, 4, -1, 0),                   # a control edge: a dependency with no bytes
         (3, 4, 0, 8), (4, 5, 0, 8),      # groups 1 and 2 feed each other
     ], outputs=[[100, 7], [8], [8], [8], [8], [8]], group=np.array([0, 0, 1, 1, 2, 1]))
-    src, dst, volume = group_edges(graph)
+    cluster = pe.load_cluster("paper-2gpu")
+    groups = pe.group_graph(graph, cluster, np.zeros((6, cluster.n_devices)))
+    src, dst, volume = groups.src, groups.dst, groups.bytes
     assert list(zip(src.tolist(), dst.tolist(), volume.tolist())) == [(0, 1, 107), (0, 2, 0), (1, 2, 8), (2, 1, 8)]
     assert src.dtype == dst.dtype == volume.dtype == np.int64
+    assert groups.data.tolist() == [True, False, True, True]
 
 
 def test_switching_benchmark_keeps_the_edge_slots():

@@ -7,12 +7,12 @@ import placement_env as pe
 from agents.gnn_placer import place_zero_shot, place_zero_shot_smoothed
 from agents.gnn_placer.transfer_prior import smooth
 from experiments.transfer_prior import choose
-from placement_env.env.group_graph import group_edges
 
 
 def _cut_seconds(problem, placement):
     """Each cross-device group-graph edge's bytes at its link's bandwidth plus the link's fixed costs."""
-    src, dst, volume = group_edges(problem.graph)
+    groups = pe.group_graph(problem.graph, problem.cluster, problem.costs)
+    src, dst, volume = groups.src, groups.dst, groups.bytes
     a, b = placement[src], placement[dst]
     cross = a != b
     cluster = problem.cluster

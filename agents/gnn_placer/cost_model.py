@@ -10,7 +10,7 @@ regression on simulated runtimes of the train tasks' placements only (:mod:`.cos
 cost network trained on measured costs and used in place of measurements is DreamShard's (Zha et al., NeurIPS
 2022, for embedding-table placement); the network here is ours.
 
-Inputs (:class:`CostInput`, from :func:`baselines.list_scheduling.group_dag`'s group graph; seconds are divided by
+Inputs (:class:`CostInput`, from the core's group graph, :func:`placement_env.group_graph`; seconds are divided by
 the graph's lower bound, so graphs of every size share one scale):
 
 * per group: its compute seconds on the device it is given and on its fastest GPU, whether that device is a GPU,
@@ -35,8 +35,7 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from baselines.list_scheduling import group_dag
-from placement_env import Problem
+from placement_env import Problem, group_graph
 
 NODE_INPUTS = 7
 EDGE_INPUTS = 3
@@ -78,23 +77,28 @@ class CostInput:
 
 def cost_input(problem: Problem) -> CostInput:
     """The :class:`CostInput` of ``problem``'s graph and cluster (no evaluation is spent)."""
-    dag = group_dag(problem)
-    n = dag.n_groups
-    is_gpu = problem.cluster.is_gpu
+    cluster = problem.cluster
+    groups = group_graph(problem.graph, cluster, problem.costs)
+    n = groups.n_groups
+    is_gpu = cluster.is_gpu
     if not is_gpu.any():
-        raise ValueError(f"cluster {problem.cluster.name!r} has no GPU; the cost model places on GPU machines")
+        raise ValueError(f"cluster {cluster.name!r} has no GPU; the cost model places on GPU machines")
     lower = float(problem.lower_bound())
-    src = np.concatenate([dag.sources[g] for g in range(n)]).astype(np.int64)
-    dst = np.repeat(np.arange(n, dtype=np.int64), [len(s) for s in dag.sources])
-    volume = np.concatenate([dag.source_bytes[g] for g in range(n)]).astype(np.float64)
-    transfer = (dag.latency[None] + volume[:, None, None] / dag.bandwidth[None]) / lower
-    gpu_memory = float(dag.capacity[is_gpu].min())
+    order = np.lexsort((groups.src, groups.dst))  # by receiving group, then sender
+    src, dst = groups.src[order], groups.dst[order]
+    volume = groups.bytes[order].astype(np.float64)
+    latency = np.asarray(cluster.latency, np.float64)
+    bandwidth = np.asarray(cluster.bandwidth, np.float64)
+    transfer = (latency[None] + volume[:, None, None] / bandwidth[None]) / lower
+    gpu_memory = float(np.asarray(cluster.memory_bytes, np.float64)[is_gpu].min())
+    seconds = groups.seconds
 
     def tensor(values: np.ndarray) -> torch.Tensor:
         return torch.from_numpy(np.ascontiguousarray(values, np.float32))
 
-    return CostInput(seconds=tensor(dag.seconds / lower), fastest_gpu=tensor(dag.seconds[:, is_gpu].min(axis=1) / lower),
-                     memory=tensor(dag.memory / gpu_memory), position=tensor(np.arange(n) / n),
+    return CostInput(seconds=tensor(seconds / lower), fastest_gpu=tensor(seconds[:, is_gpu].min(axis=1) / lower),
+                     memory=tensor(groups.memory_bytes.astype(np.float64) / gpu_memory),
+                     position=tensor(np.arange(n) / n),
                      src=torch.from_numpy(src), dst=torch.from_numpy(dst),
                      log_bytes=tensor(np.log10(1.0 + volume) / 12.0), transfer=tensor(transfer),
                      is_gpu=tensor(is_gpu), lower_bound=lower)

@@ -20,8 +20,8 @@ devices):
   resident and produced bytes against one GPU's memory, and that single-GPU sequential peak against one GPU's
   memory and against all the GPUs' together (does it fit one GPU, two, four?).
 
-Edges are :func:`placement_env.env.group_graph.group_edges`, weighted by ``EDGE_FLOOR`` + log10(1 + bytes) / 12
-so dependency-only edges still pass messages.
+Edges are those of the core's group graph (:func:`placement_env.group_graph`), weighted by ``EDGE_FLOOR`` +
+log10(1 + bytes) / 12 so dependency-only edges still pass messages.
 
 What the sequential decoder (:mod:`.decoder`) adds up over the groups placed before each one (groups are
 numbered in topological order, the order it places them in):
@@ -43,8 +43,7 @@ import numpy as np
 import torch
 
 from agents.reinforce_seq2seq import group_features
-from placement_env import Problem, graph_features, sequential_memory
-from placement_env.env.group_graph import BYTES_SCALE, group_edges
+from placement_env import Problem, graph_features, group_graph, sequential_memory
 
 DEVICE_SLOTS = 9  # a CPU and up to 8 GPUs: device k of the cluster is output slot k
 POSITION_FREQUENCIES = 4
@@ -124,8 +123,9 @@ def graph_input(problem: Problem) -> GraphInput:
     fields = graph_features(graph, cluster, problem.costs.seconds, n).fields
     gpus = [d for d in cluster.devices if d.kind == "GPU"]
     gpu_memory = float(min(d.memory_bytes for d in gpus)) if gpus else float(max(d.memory_bytes for d in cluster.devices))
-    resident = np.asarray(graph.group_persistent_bytes, np.float64)
-    produced = np.bincount(graph.group, weights=graph.op_output_bytes, minlength=n).astype(np.float64)
+    groups = group_graph(graph, cluster, problem.costs)
+    resident = groups.resident_bytes.astype(np.float64)
+    produced = groups.output_bytes.astype(np.float64)
     memory_share, compute_share, peak = _single_gpu_shares(problem, fields)
     angle = np.pi * np.asarray(fields["position"], np.float64)[:n].reshape(n, 1) * 2.0 ** np.arange(POSITION_FREQUENCIES)
     context = np.array([len(gpus) / (DEVICE_SLOTS - 1), np.log10(n) / 4.0,
@@ -138,8 +138,8 @@ def graph_input(problem: Problem) -> GraphInput:
         _log_ratio(peak, gpu_memory)[:, None], _before(memory_share)[:, None], _before(compute_share)[:, None],
         np.broadcast_to(context, (n, context.size)),
     ], axis=1)
-    src, dst, volume = group_edges(graph)
-    weight = EDGE_FLOOR + np.minimum(np.log10(1.0 + volume) / BYTES_SCALE, 1.0)
+    src, dst, volume = np.array(groups.src), np.array(groups.dst), groups.bytes  # torch takes writable arrays
+    weight = EDGE_FLOOR + groups.log_bytes()
     earlier_src, earlier_dst, earlier_share = _earlier_pairs(n, src, dst, volume)
     gpu_slots = np.zeros(DEVICE_SLOTS, bool)
     gpu_slots[:n_devices] = cluster.is_gpu

@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from placement_env import Problem
-from placement_env.env.group_graph import group_edges
+from placement_env import Problem, group_graph
 
 TRANSFER_PRIOR_WEIGHT = 1e7  # chosen on the validation split (docs/findings.md)
 MAX_SWEEPS = 50  # a bound only: every sweep that changes a device lowers the energy
@@ -40,7 +39,8 @@ def smooth(problem: Problem, placement: np.ndarray, log_probs: np.ndarray,
     per_byte = scale / cluster.bandwidth  # 0 on the diagonal, whose bandwidth is infinite
     fixed = (cluster.latency + cluster.transfer_overhead_s) * scale
     np.fill_diagonal(fixed, 0.0)  # no cost between a device and itself
-    src, dst, volume = group_edges(problem.graph)
+    groups = group_graph(problem.graph, cluster, problem.costs)
+    src, dst, volume = groups.src, groups.dst, groups.bytes
     n = problem.graph.n_groups
     # each group's edges both ways: out-edges (the group sends) and in-edges (it receives), by group
     out_order, in_order = np.argsort(src, kind="stable"), np.argsort(dst, kind="stable")

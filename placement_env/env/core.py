@@ -47,7 +47,8 @@ from ..benchmarks import load_benchmark
 from ..cluster import Cluster, load_cluster
 from ..cluster.checks import bad_argument, check_bool, check_number
 from ..errors import ArgumentError, InfrastructureError, InvalidActionError
-from ..evaluation import Evaluator, check_measured_options, check_runtime
+from ..evaluation import Evaluator, check_measured_options, check_runtime, costs_for
+from ..groupgraph import GroupGraph, group_graph
 from ..grouping import DEFAULT_MAX_GROUPS, group_ops
 from ..opgraph import OpGraph
 from ..placement import Measurement, allowed_devices, check_placement, raise_on_infrastructure_failure, single_device
@@ -149,7 +150,7 @@ class DevicePlacementEnv(gym.Env):
         self.slots = first.n_groups if pad_to is None else check_number(
             pad_to, "pad_to", first.n_groups, most, integer=True, error=bad_argument,
             rule=f"an integer >= the graph's {first.n_groups} groups and <= {most:,}")
-        self.edge_slots = resolve_edge_slots(first, pad_edges) if graph_observation else None
+        self.edge_slots = resolve_edge_slots(self._group_graph(first), pad_edges) if graph_observation else None
         self._task = self._task_for(benchmark, first)
         n_devices = self.cluster.n_devices
         fields = observation_fields(self.slots, n_devices, self.edge_slots)
@@ -201,10 +202,14 @@ class DevicePlacementEnv(gym.Env):
                 raise ArgumentError(f"benchmark {graph.name!r} has {graph.n_groups} groups but this env has "
                                  f"{self.slots} slots; make the env with pad_to >= {graph.n_groups}")
             if self.edge_slots is not None:
-                check_edge_slots(graph, self.edge_slots)
+                check_edge_slots(graph, self._group_graph(graph), self.edge_slots)
             task = self._tasks[key] = _GraphTask(graph, self.cluster, self.runtime, self.slots, self._measured_options,
                                                  self.edge_slots, self._given_evaluator)
         return task
+
+    def _group_graph(self, graph: OpGraph) -> GroupGraph:
+        """``graph``'s group graph on the env's cluster with the simulator's op costs (those of the features)."""
+        return group_graph(graph, self.cluster, costs_for(graph, self.cluster).seconds)  # the key the features use
 
     @property
     def graph(self) -> OpGraph:

@@ -8,9 +8,11 @@ groups. Field by field (S = slots, D = devices, K = NEIGHBOURS, O = OUTPUTS):
 ``op_types`` (S, C)        fraction of the group's ops in each of the C ``OP_CATEGORIES``.
 ``output_shapes`` (S, O*4) the O largest tensors leaving the group, up to 4 dims each, as
                            log2(1 + dim) / 16; -1 where there is no tensor or dimension.
-``neighbours`` (S, 2K)     the K largest-traffic predecessor and K successor groups, as
+``neighbours`` (S, 2K)     the K largest-traffic predecessor and K successor groups (groups that send it or
+                           receive from it a tensor, on the edges of :class:`placement_env.GroupGraph`), as
                            (index + 1) / S; 0 where there is none.
-``neighbour_bytes`` (S, 2K) bytes exchanged with those neighbours, log10(1 + bytes) / 12.
+``neighbour_bytes`` (S, 2K) bytes those neighbours send it / it sends them, log10(1 + bytes) / 12, each tensor
+                           counted once per receiving group (as the group graph counts).
 ``compute`` (S, 2)         the group's compute time on the first CPU and first GPU of the cluster,
                            as a fraction of the whole graph's time there (0 when the kind is absent).
 ``memory`` (S, 2)          resident bytes (variables, slots) and bytes the group's ops output, as
@@ -34,6 +36,7 @@ from gymnasium import spaces
 from ..cluster import Cluster
 from ..cluster.checks import bad_argument, check_number
 from ..errors import ArgumentError
+from ..groupgraph import group_graph
 from ..opgraph import OpGraph
 from .group_graph import edge_features, edge_observation_fields
 
@@ -107,22 +110,19 @@ class GraphFeatures:
 
 
 def _top_neighbours(src: np.ndarray, dst: np.ndarray, weight: np.ndarray, n_groups: int) -> tuple[np.ndarray, np.ndarray]:
-    """For every group (src side), the NEIGHBOURS dst groups with the most bytes, and those bytes."""
+    """For every group (src side), the NEIGHBOURS dst groups with the most bytes, and those bytes (each (src, dst)
+    pair at most once in the input)."""
     index = np.full((n_groups, NEIGHBOURS), -1, np.int64)
     volume = np.zeros((n_groups, NEIGHBOURS))
     if src.size == 0:
         return index, volume
-    pair = src * n_groups + dst
-    unique, inverse = np.unique(pair, return_inverse=True)
-    total = np.bincount(inverse, weights=weight)
-    u_src, u_dst = unique // n_groups, unique % n_groups
-    order = np.lexsort((u_dst, -total, u_src))  # by source, then most bytes, then index
-    u_src, u_dst, total = u_src[order], u_dst[order], total[order]
-    start = np.searchsorted(u_src, np.arange(n_groups))
-    rank = np.arange(u_src.size) - start[u_src]
+    order = np.lexsort((dst, -weight, src))  # by source, then most bytes, then index
+    src, dst, weight = src[order], dst[order], weight[order]
+    start = np.searchsorted(src, np.arange(n_groups))
+    rank = np.arange(src.size) - start[src]
     keep = rank < NEIGHBOURS
-    index[u_src[keep], rank[keep]] = u_dst[keep]
-    volume[u_src[keep], rank[keep]] = total[keep]
+    index[src[keep], rank[keep]] = dst[keep]
+    volume[src[keep], rank[keep]] = weight[keep]
     return index, volume
 
 
@@ -163,30 +163,27 @@ def graph_features(graph: OpGraph, cluster: Cluster, op_seconds: np.ndarray, slo
             or not np.all(np.isfinite(op_seconds) & (op_seconds >= 0)):
         raise ArgumentError(f"op_seconds: {op_seconds.dtype} array of shape {op_seconds.shape}; expected finite "
                             f"seconds >= 0 of shape (n_ops, n_devices) = ({graph.n_ops}, {cluster.n_devices})")
+    groups = group_graph(graph, cluster, op_seconds)
     group = graph.group
     categories = np.array([op_category(t) for t in graph.op_types.tolist()], np.int64)
     histogram = np.zeros((n_groups, len(CATEGORY_NAMES)))
     np.add.at(histogram, (group, categories), 1.0)
     histogram /= np.maximum(histogram.sum(axis=1, keepdims=True), 1.0)
 
-    data = ~graph.is_control_edge
-    g_src, g_dst = group[graph.edge_src[data]], group[graph.edge_dst[data]]
-    cross = g_src != g_dst
-    weight = graph.edge_bytes[data][cross].astype(np.float64)
-    out_index, out_bytes = _top_neighbours(g_src[cross], g_dst[cross], weight, n_groups)
-    in_index, in_bytes = _top_neighbours(g_dst[cross], g_src[cross], weight, n_groups)
+    data = groups.data  # the edges some tensor crosses (not dependencies only)
+    g_src, g_dst, weight = groups.src[data], groups.dst[data], groups.bytes[data].astype(np.float64)
+    out_index, out_bytes = _top_neighbours(g_src, g_dst, weight, n_groups)
+    in_index, in_bytes = _top_neighbours(g_dst, g_src, weight, n_groups)
     neighbours = np.concatenate([in_index, out_index], axis=1)
     neighbour_bytes = np.concatenate([in_bytes, out_bytes], axis=1)
 
     compute = np.zeros((n_groups, 2))
     for column, kind in enumerate(("CPU", "GPU")):
-        devices = [d for d, device in enumerate(cluster.devices) if device.kind == kind]
-        if devices:
-            per_group = np.bincount(group, weights=op_seconds[:, devices[0]], minlength=n_groups)
+        per_group = groups.kind_seconds(kind)
+        if per_group is not None:
             compute[:, column] = per_group / max(per_group.sum(), 1e-300)
     largest_memory = float(cluster.memory_bytes.max())
-    produced = np.bincount(group, weights=graph.op_output_bytes, minlength=n_groups)
-    memory = np.stack([graph.group_persistent_bytes / largest_memory, produced / largest_memory], axis=1)
+    memory = np.stack([groups.resident_bytes / largest_memory, groups.output_bytes / largest_memory], axis=1)
 
     def pad(array: np.ndarray, fill: float = 0.0) -> np.ndarray:
         out = np.full((slots, *array.shape[1:]), fill, np.float32)
@@ -213,5 +210,5 @@ def graph_features(graph: OpGraph, cluster: Cluster, op_seconds: np.ndarray, slo
     for array in fields.values():
         array.setflags(write=False)
     if edge_slots is not None:
-        fields.update(edge_features(graph, edge_slots))
+        fields.update(edge_features(graph, groups, edge_slots))
     return GraphFeatures(fields=fields, slots=slots, n_groups=n_groups)
