@@ -306,7 +306,7 @@ def describe_graph(graph: OpGraph, top: int = 10) -> str:
         lines.append(f"  {op_type:<28}{count:>8,}")
     lines += ["", f"largest groups by estimated compute (top {top}):",
               f"  {'group':>5} {'ops':>6} {'GFLOP':>9} {'params':>12} {'outputs':>12}  kinds    first op"]
-    group_output = np.bincount(graph.group, weights=graph.op_output_bytes, minlength=graph.n_groups)
+    group_output = graph.group_output_bytes
     for g in np.argsort(-graph.group_flops, kind="stable")[:top]:
         kinds = "+".join(k for bit, k in enumerate(DEVICE_KINDS) if graph.group_device_mask[g] >> bit & 1)
         first = graph.op_names[graph.ops_of_group(g)[0]]

@@ -152,10 +152,8 @@ def _build(graph: OpGraph, cluster: Cluster, costs: Any) -> GroupGraph:
     src, dst, volume, data = DERIVED.get("group graph edges", graph, build=lambda: _edges(graph))
     seconds = np.zeros((n, cluster.n_devices))
     np.add.at(seconds, graph.group, op_seconds)
-    output = np.bincount(graph.group, weights=graph.op_output_bytes, minlength=n)
     return GroupGraph(n_groups=n, src=src, dst=dst, bytes=volume, data=data, seconds=_readonly(seconds),
-                      output_bytes=_readonly(np.rint(output).astype(np.int64)),
-                      resident_bytes=_readonly(np.array(graph.group_persistent_bytes, np.int64)),
+                      output_bytes=graph.group_output_bytes, resident_bytes=graph.group_persistent_bytes,
                       device_kinds=tuple(device.kind for device in cluster.devices))
 
 

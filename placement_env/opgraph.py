@@ -161,6 +161,11 @@ class OpGraph:
         return _readonly(np.bincount(self.group, weights=self.persistent_bytes, minlength=self.n_groups).astype(np.int64))
 
     @cached_property
+    def group_output_bytes(self) -> np.ndarray:
+        """Bytes each group's ops output in a step (all their outputs, consumed inside the group or not)."""
+        return _readonly(np.bincount(self.group, weights=self.op_output_bytes, minlength=self.n_groups).astype(np.int64))
+
+    @cached_property
     def group_device_mask(self) -> np.ndarray:
         """Device kinds every op of the group can run on (bitwise AND over its ops)."""
         mask = np.full(self.n_groups, ANY_KIND, dtype=np.uint8)
