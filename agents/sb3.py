@@ -132,8 +132,7 @@ def scale_rewards_by_reference(env: gym.Env) -> gym.Env:
         return env
     unwrapped = env.unwrapped
     reference = unwrapped.reference()[1]
-    charged = reference.runtime_s if reference.ok else unwrapped.failing_signal
-    scale = abs(unwrapped.reward(charged, charged))
+    scale = abs(unwrapped.reward(reference, unwrapped.reward_context()))
     if not math.isfinite(scale) or scale == 0.0:
         return env
     return gym.wrappers.TransformReward(env, lambda reward: reward / scale)

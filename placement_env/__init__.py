@@ -54,6 +54,7 @@ _LAZY = {
     "DevicePlacementEnv": "placement_env.env",
     "graph_features": "placement_env.env.features",
     "Reward": "placement_env.env.rewards",
+    "RewardContext": "placement_env.env.rewards",
     "charged_runtime": "placement_env.env.rewards",
     "DEFAULT_FAILING_SIGNAL_S": "placement_env.env.rewards",
     "REWARDS": "placement_env.env.rewards",

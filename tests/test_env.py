@@ -99,6 +99,51 @@ def test_reward_objects_and_callables():
         _make(reward="nope")
 
 
+def test_a_reward_of_the_measurement_sees_what_the_env_knows():
+    seen = []
+
+    def over_bound(measurement, context):
+        seen.append((measurement, context))
+        return -measurement.runtime_s / context.lower_bound_s if measurement.ok else -context.failing_signal_s
+
+    env = _make(reward=pe.Reward("over_bound", over_bound, (-np.inf, 0.0), takes="measurement"), failing_signal=30.0)
+    env.reset(seed=0)
+    _, r, _, _, info = env.step(np.full(env.slots, 2))
+    measurement, context = seen[-1]
+    assert isinstance(measurement, pe.Measurement) and measurement.runtime_s == info["runtime_s"]
+    assert context.lower_bound_s == info["sim_lower_bound_s"] and context.failing_signal_s == 30.0
+    np.testing.assert_array_equal(context.capacity_bytes, env.cluster.memory_bytes)
+    assert context.reference_s == 1.0  # uses_reference is False: the reference is not measured
+    assert r == pytest.approx(-info["runtime_s"] / info["sim_lower_bound_s"])
+    speedup = _make(reward="speedup")
+    speedup.reset(seed=0)
+    reference = speedup.reference()[1].runtime_s
+    assert speedup.reward_context().reference_s == reference
+    assert speedup.reward(measurement, speedup.reward_context()) == pytest.approx(reference / measurement.runtime_s)
+
+
+def test_rewards_take_a_measurement_and_a_context():
+    from placement_env.env.rewards import REWARDS
+
+    env = _make()
+    env.reset(seed=0)
+    _, _, _, _, info = env.step(np.full(env.slots, 2))
+    measurement = env._last
+    failed = pe.Measurement(runtime_s=float("nan"), ok=False, failure="oom", placement=measurement.placement,
+                            runtime="sim")
+    assert REWARDS["neg_runtime"](measurement) == -measurement.runtime_s
+    assert REWARDS["neg_runtime"](failed) == -100.0  # the default failing signal
+    assert REWARDS["neg_runtime"](failed, pe.RewardContext(failing_signal_s=7.0)) == -7.0
+    assert REWARDS["speedup"](measurement, pe.RewardContext(reference_s=2.0)) == 2.0 / measurement.runtime_s
+    with pytest.raises(pe.ArgumentError, match=r"measurement=2.0 \(of Reward 'speedup'\); expected a Measurement"):
+        REWARDS["speedup"](2.0, 1.0)
+    with pytest.raises(pe.ArgumentError, match=r"context=1.0 \(of Reward 'speedup'\); expected None or a RewardContext"):
+        REWARDS["speedup"](measurement, 1.0)
+    with pytest.raises(pe.ArgumentError, match=r"takes='runtime_s' \(of Reward\); expected one of 'runtime', "
+                                               "'measurement'"):
+        pe.Reward("r", lambda runtime, reference: -runtime, takes="runtime_s")
+
+
 def test_failed_placement_gets_the_failing_signal():
     small = pe.load_cluster("paper-2gpu").to_dict()
     for device in small["devices"]:

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import numpy as np
 
-from placement_env import Measurement
+from placement_env import Measurement, Reward, RewardContext
 
 FAILED_RATIO = 100.0  # a failed placement counts as 100x the lower bound (x2 at the most overflow)
 
@@ -26,9 +26,22 @@ def overflow(m: Measurement, capacity: np.ndarray) -> float:
     return float(np.clip((peak / capacity - 1.0).max(), 0.0, 1.0))
 
 
-def rewards(measurements: Sequence[Measurement], lower_bound: float, capacity: np.ndarray) -> np.ndarray:
-    """[K] float64 rewards of ``measurements`` (see the module docstring)."""
+def _reward(m: Measurement, context: RewardContext) -> float:
+    lower_bound = context.lower_bound_s
     scale = lower_bound if lower_bound > 0 and math.isfinite(lower_bound) else 1.0
-    return np.array([-math.sqrt(m.runtime_s / scale) if m.ok else -math.sqrt(FAILED_RATIO * (1.0 + overflow(m, capacity)))
-                     for m in measurements])
+    if m.ok:
+        return -math.sqrt(m.runtime_s / scale)
+    capacity = np.asarray(context.capacity_bytes if context.capacity_bytes is not None else np.nan, np.float64)
+    return -math.sqrt(FAILED_RATIO * (1.0 + overflow(m, capacity)))
+
+
+REWARD = Reward("neg_sqrt_runtime_over_bound", _reward, (-math.inf, 0.0), takes="measurement",
+                description="-sqrt(runtime / lower bound); a failed placement -sqrt(100 x (1 + its memory overflow))")
+
+
+def rewards(measurements: Sequence[Measurement], lower_bound: float, capacity: np.ndarray) -> np.ndarray:
+    """[K] float64 rewards of ``measurements`` (see the module docstring): :data:`REWARD` with ``lower_bound`` and
+    each device's memory ``capacity`` as its context."""
+    context = RewardContext(lower_bound_s=lower_bound, capacity_bytes=capacity)
+    return np.array([REWARD(m, context) for m in measurements])
 

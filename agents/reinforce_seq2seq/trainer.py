@@ -21,12 +21,13 @@ import torch
 
 from agents.common.advantages import moving_average, normalised
 from agents.common.local_moves import LocalMoves
-from placement_env import charged_runtime, raise_on_infrastructure_failure
+from placement_env import REWARDS, RewardContext, charged_runtime, raise_on_infrastructure_failure
 
 from .config import Config
 from .policy import Seq2SeqPolicy
 
 EvaluateBatch = Callable[[np.ndarray], list]
+REWARD = REWARDS["neg_sqrt_runtime"]  # the paper's R = -sqrt(charged runtime)
 # the keys of an update's log row, in the CSV log's column order
 LOG_COLUMNS = ("update", "evaluations", "wall_s", "mean_reward", "mean_runtime_s", "mean_ok_runtime_s", "success_rate",
                "best_runtime_s", "entropy", "baseline")
@@ -111,7 +112,8 @@ class Trainer:
         for i in np.flatnonzero(ok_all):
             self.record(float(charged_all[i]), placements[i])
         ok, charged = ok_all[:sampled], charged_all[:sampled]
-        rewards = -np.sqrt(charged)
+        context = RewardContext(failing_signal_s=cfg.failing_signal)
+        rewards = np.array([REWARD(m, context) for m in measurements[:sampled]])
         advantages, baseline = self._advantages(rewards, ok)
         n = self.features.shape[0]
         loss = -(torch.as_tensor(advantages, dtype=torch.float32) * log_prob).mean() - cfg.entropy * entropy.mean()

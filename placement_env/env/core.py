@@ -15,7 +15,9 @@ Modes (``mode=``):
 
 Reward (``reward=``): ``"neg_sqrt_runtime"`` (-sqrt(step seconds), the paper's), ``"neg_runtime"``,
 ``"speedup"`` (reference runtime / runtime), a :class:`~placement_env.env.rewards.Reward`, or a callable
-``f(runtime_s, reference_s)``. A failed placement (out of memory, no kernel, error)
+``f(runtime_s, reference_s)``; the env calls a Reward with the placement's Measurement and its
+:meth:`~DevicePlacementEnv.reward_context` (failing signal, reference runtime, lower bound, device memory).
+A failed placement (out of memory, no kernel, error)
 is charged ``failing_signal`` seconds (100 by default) and ``info["failure"]`` says why. When the
 measured runtime's machinery fails on every retry (``failure="infrastructure"``), ``step`` and
 ``reset`` raise InfrastructureError instead: nothing is charged, and the env is as before the call.
@@ -35,7 +37,6 @@ whatever runtime charges the reward: the bound holds for simulated runtimes only
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -45,19 +46,21 @@ from gymnasium.error import ResetNeeded
 
 from ..benchmarks import load_benchmark
 from ..cluster import Cluster, load_cluster
-from ..cluster.checks import bad_argument, check_bool, check_number
 from ..errors import ArgumentError, InfrastructureError, InvalidActionError
-from ..evaluation import Evaluator, check_measured_options, check_runtime, costs_for
+from ..evaluation import Evaluator, check_runtime, costs_for
 from ..groupgraph import GroupGraph, group_graph
 from ..grouping import DEFAULT_MAX_GROUPS, group_ops
 from ..opgraph import OpGraph
 from ..placement import Measurement, allowed_devices, check_placement, raise_on_infrastructure_failure, single_device
-from .features import MAX_SLOTS, GraphFeatures, graph_features, observation_fields
+from .checks import (MODES, OPTION_KEYS, check_dense_reward_mode, check_env_measured_options, check_evaluator,
+                     check_flag, check_improve_steps, check_max_groups, check_mode, check_pad_edges_needs_graph_observation,
+                     check_pad_to, check_render_mode, check_reset_options)
+from .features import GraphFeatures, graph_features, observation_fields
 from .group_graph import check_edge_slots, resolve_edge_slots
-from .rewards import DEFAULT_FAILING_SIGNAL_S, Reward, charged_runtime, check_failing_signal, resolve_reward
+from .modes import Mode, make_mode
+from .rewards import (DEFAULT_FAILING_SIGNAL_S, Reward, RewardContext, charged_runtime, check_failing_signal,
+                      resolve_reward)
 
-MODES = ("oneshot", "sequential", "improve")
-OPTION_KEYS = ("benchmark", "placement")
 DEFAULT_BENCHMARK = "nmt"
 DEFAULT_CLUSTER = "paper-2gpu"
 
@@ -115,59 +118,38 @@ class DevicePlacementEnv(gym.Env):
                  pad_to: int | None = None, dense_reward: bool = False, improve_steps: int | None = None,
                  measured_options: dict[str, Any] | None = None, render_mode: str | None = None,
                  graph_observation: bool = False, pad_edges: int | None = None, evaluator: Any = None) -> None:
-        if not isinstance(mode, str) or mode not in MODES:
-            raise bad_argument("mode", mode, f"one of {', '.join(map(repr, MODES))}")
+        mode = check_mode(mode)
         runtime = check_runtime(runtime)
-        render_modes = self.metadata["render_modes"]
-        if render_mode is not None and (not isinstance(render_mode, str) or render_mode not in render_modes):
-            raise bad_argument("render_mode", render_mode, f"None or one of {', '.join(map(repr, render_modes))}")
-        dense_reward = check_bool(dense_reward, "dense_reward", error=bad_argument)
-        graph_observation = check_bool(graph_observation, "graph_observation", error=bad_argument)
-        if dense_reward and mode != "sequential":
-            raise ArgumentError(f"dense_reward=True is for mode='sequential', not {mode!r}")
-        if improve_steps is not None:
-            if mode != "improve":
-                raise ArgumentError(f"improve_steps={improve_steps!r} is for mode='improve', not {mode!r}")
-            improve_steps = check_number(improve_steps, "improve_steps", 1, integer=True, error=bad_argument)
-        max_groups = check_number(max_groups, "max_groups", 1, integer=True, error=bad_argument)
-        if pad_edges is not None and not graph_observation:
-            raise ArgumentError(f"pad_edges={pad_edges!r} is for graph_observation=True")
-        if evaluator is not None and not callable(evaluator):
-            raise bad_argument("evaluator", evaluator, "None or a callable placement -> Measurement (e.g. a "
-                               "Problem's problem.evaluator)")
-        self._given_evaluator = evaluator
+        render_mode = check_render_mode(render_mode, self.metadata["render_modes"])
+        dense_reward = check_flag(dense_reward, "dense_reward")
+        graph_observation = check_flag(graph_observation, "graph_observation")
+        check_dense_reward_mode(dense_reward, mode)
+        improve_steps = check_improve_steps(improve_steps, mode)
+        max_groups = check_max_groups(max_groups)
+        check_pad_edges_needs_graph_observation(pad_edges, graph_observation)
+        self._given_evaluator = check_evaluator(evaluator)
         self.mode, self.runtime, self.render_mode = mode, runtime, render_mode
+        self._mode: Mode = make_mode(mode, dense_reward=dense_reward, improve_steps=improve_steps)
         self.reward = resolve_reward(reward)
         self.failing_signal = check_failing_signal(failing_signal)
         self.max_groups, self.dense_reward, self._improve_steps = max_groups, dense_reward, improve_steps
         self.cluster = load_cluster(cluster)
-        if runtime != "measured" and measured_options:
-            raise ArgumentError(f"measured_options are for runtime='measured', not {runtime!r}")
-        self._measured_options = check_measured_options(measured_options)
+        self._measured_options = check_env_measured_options(measured_options, runtime)
         self._tasks: dict[Any, _GraphTask] = {}
         first = self._graph_of(benchmark)
-        most = max(first.n_groups, MAX_SLOTS)
-        self.slots = first.n_groups if pad_to is None else check_number(
-            pad_to, "pad_to", first.n_groups, most, integer=True, error=bad_argument,
-            rule=f"an integer >= the graph's {first.n_groups} groups and <= {most:,}")
+        self.slots = check_pad_to(pad_to, first)
         self.edge_slots = resolve_edge_slots(self._group_graph(first), pad_edges) if graph_observation else None
         self._task = self._task_for(benchmark, first)
         n_devices = self.cluster.n_devices
-        fields = observation_fields(self.slots, n_devices, self.edge_slots)
-        if mode != "oneshot":
-            fields["placement"] = spaces.Box(0.0, 1.0, (self.slots, n_devices), np.float32)
-            fields["current"] = spaces.Box(0.0, 1.0, (self.slots,), np.float32)
-        if mode == "improve":
-            fields["efficiency"] = spaces.Box(0.0, 1.0, (1,), np.float32)
-        self.observation_space = spaces.Dict(fields)
-        self.action_space = spaces.MultiDiscrete(np.full(self.slots, n_devices, dtype=np.int64)) \
-            if mode == "oneshot" else spaces.Discrete(n_devices)
+        self.observation_space = spaces.Dict({**observation_fields(self.slots, n_devices, self.edge_slots),
+                                              **self._mode.observation_fields(self.slots, n_devices)})
+        self.action_space = self._mode.action_space(self.slots, n_devices)
         self._placement = np.zeros(self.slots, np.int64)
         self._step = 0
         self._done = True
         self._started = False
-        self._last: Measurement | None = None
-        self._last_reward_runtime = 0.0
+        self._last: Measurement | None = None  # the measurement render shows
+        self._baseline: Measurement | None = None  # what dense and improve rewards are changes from
 
     # ---- the spec: measured runtimes are never deterministic ----
     @property
@@ -237,22 +219,30 @@ class DevicePlacementEnv(gym.Env):
         return self._task.evaluator
 
     # ---- evaluation and rewards ----
-    def _reward_of(self, runtime_s: float) -> float:
+    def reward_context(self) -> RewardContext:
+        """What the env's reward reads besides a Measurement: the failing signal, the reference placement's
+        charged runtime (measured only when ``reward.uses_reference``, else 1.0), the simulator's lower bound and
+        each device's memory."""
         reference = self._task.reference(self.failing_signal)[1] if self.reward.uses_reference else None
-        reference_s = charged_runtime(reference, self.failing_signal) if reference is not None else 1.0
-        return self.reward(runtime_s, reference_s)
+        return RewardContext(failing_signal_s=self.failing_signal,
+                             reference_s=charged_runtime(reference, self.failing_signal) if reference is not None
+                             else 1.0,
+                             lower_bound_s=self._task.lower_bound, capacity_bytes=self.cluster.memory_bytes)
 
-    def _evaluate(self, placement: np.ndarray, evaluator: Evaluator | None = None) -> tuple[Measurement, float]:
+    def _reward_of(self, m: Measurement) -> float:
+        return self.reward(m, self.reward_context())
+
+    def _evaluate(self, placement: np.ndarray, evaluator: Evaluator | None = None) -> Measurement:
         m = (evaluator or self._task.evaluator)(placement)
         raise_on_infrastructure_failure(m)
-        return m, charged_runtime(m, self.failing_signal)
+        return m
 
-    def _info(self, m: Measurement, charged: float) -> dict[str, Any]:
+    def _info(self, m: Measurement) -> dict[str, Any]:
         return {
-            "runtime_s": float(m.runtime_s), "charged_runtime_s": charged, "ok": bool(m.ok), "failure": m.failure,
-            "message": m.message, "peak_bytes": m.peak_bytes, "busy_s": m.busy_s, "bytes_moved": int(m.bytes_moved),
-            "sim_lower_bound_s": self._task.lower_bound, "placement": np.array(m.placement),
-            "benchmark": self.graph.name, "runtime": m.runtime,
+            "runtime_s": float(m.runtime_s), "charged_runtime_s": charged_runtime(m, self.failing_signal),
+            "ok": bool(m.ok), "failure": m.failure, "message": m.message, "peak_bytes": m.peak_bytes,
+            "busy_s": m.busy_s, "bytes_moved": int(m.bytes_moved), "sim_lower_bound_s": self._task.lower_bound,
+            "placement": np.array(m.placement), "benchmark": self.graph.name, "runtime": m.runtime,
         }
 
     # ---- observations ----
@@ -261,54 +251,26 @@ class DevicePlacementEnv(gym.Env):
 
     def _observation(self) -> dict[str, np.ndarray]:
         obs = {key: value.copy() for key, value in self._task.features.fields.items()}  # callers may keep them
-        if self.mode == "oneshot":
-            return obs
-        placement = np.zeros((self.slots, self.cluster.n_devices), np.float32)
-        decided = self.n_groups if self.mode == "improve" else min(self._step, self.n_groups)
-        placement[np.arange(decided), self._placement[:decided]] = 1.0
-        current = np.zeros(self.slots, np.float32)
-        if not self._done:
-            current[self._current_group()] = 1.0
-        obs["placement"], obs["current"] = placement, current
-        if self.mode == "improve":
-            obs["efficiency"] = np.array([self._efficiency()], np.float32)
+        self._mode.observe(self, obs)
         return obs
 
     def _efficiency(self) -> float:
         """The simulator's lower bound over the simulator's charged runtime of the current placement."""
-        simulated = self._last_reward_runtime if self.runtime == "sim" else \
-            self._evaluate(self._placement[: self.n_groups], self._task.sim)[1]
-        return min(self._task.lower_bound / simulated, 1.0)
+        simulated = self._baseline if self.runtime == "sim" else \
+            self._evaluate(self._placement[: self.n_groups], self._task.sim)
+        return min(self._task.lower_bound / charged_runtime(simulated, self.failing_signal), 1.0)
 
     # ---- gym API ----
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         super().reset(seed=seed)
-        if options is not None and not isinstance(options, Mapping):
-            raise ArgumentError(f"reset options = {options!r:.60}; expected None or a dict with keys from "
-                                f"{', '.join(map(repr, OPTION_KEYS))}")
-        options = dict(options or {})
-        unknown = sorted(map(repr, set(options) - set(OPTION_KEYS)))
-        if unknown:
-            raise ArgumentError(f"unknown reset option(s) {', '.join(unknown)}; accepted: "
-                                f"{', '.join(map(repr, OPTION_KEYS))}")
+        options = check_reset_options(options)
         if "benchmark" in options:
             self._task = self._task_for(options["benchmark"])
-        if "placement" in options and self.mode != "improve":
-            raise ArgumentError(f"reset option 'placement' (a start placement) is for mode='improve', not {self.mode!r}")
+        self._mode.check_reset_options(options)
         self._step, self._done, self._started, self._last = 0, True, False, None  # set once reset succeeds
         self._placement = np.zeros(self.slots, np.int64)
         info: dict[str, Any] = {"benchmark": self.graph.name, "n_groups": self.n_groups}
-        if self.mode == "improve":
-            start = options.get("placement")
-            start = self._task.reference(self.failing_signal)[0] if start is None else self._check_placement(start)
-            self._placement[: self.n_groups] = start
-            m, self._last_reward_runtime = self._evaluate(self._placement[: self.n_groups])
-            self._last = m
-            info.update(self._info(m, self._last_reward_runtime))
-        elif self.mode == "sequential" and self.dense_reward:
-            placement, measurement = self._task.reference(self.failing_signal)
-            self._placement[: self.n_groups] = placement
-            self._last_reward_runtime = charged_runtime(measurement, self.failing_signal)
+        self._mode.reset(self, options, info)
         self._done, self._started = False, True
         return self._observation(), info
 
@@ -323,17 +285,12 @@ class DevicePlacementEnv(gym.Env):
             raise InvalidActionError(f"action is not one array ({error}); expected integers (device indices)") from None
         if array.dtype.kind not in "iu":  # signed or unsigned integers: not bool, float, timedelta or object
             raise InvalidActionError(f"action has dtype {array.dtype}; expected integers (device indices)")
-        if self.mode == "oneshot":
-            if array.shape != (self.slots,):
-                raise InvalidActionError(f"action has shape {array.shape}; expected ({self.slots},): one device "
-                                         f"per group slot")
-        elif array.shape not in ((), (1,)):
-            raise InvalidActionError(f"action has shape {array.shape}; expected a single device index")
+        action = self._mode.action(array, self.slots)  # its shape
         if array.size and (array.min() < 0 or array.max() >= n_devices):
             bad = int(array[(array < 0) | (array >= n_devices)].flat[0])
             raise InvalidActionError(f"action uses device {bad}; this cluster has devices 0..{n_devices - 1} "
                                      f"({', '.join(d.name for d in self.cluster.devices)})")
-        return array.astype(np.int64) if self.mode == "oneshot" else int(array.reshape(()))
+        return action
 
     def step(self, action: Any):
         saved = self._placement.copy(), self._step
@@ -348,32 +305,16 @@ class DevicePlacementEnv(gym.Env):
             raise ResetNeeded("call reset() before step()")
         if self._done:
             raise ResetNeeded("the episode has ended; call reset() before step()")
-        action = self._check_action(action)
-        n = self.n_groups
-        if self.mode == "oneshot":
-            self._placement[:] = action
-            return self._finish(*self._evaluate(self._placement[:n]))
-        group = self._current_group()
-        self._placement[group] = action
-        self._step += 1
-        if self.mode == "sequential":
-            if self._step == n:
-                return self._finish(*self._evaluate(self._placement[:n]), baseline=self.dense_reward)
-            reward = 0.0
-            if self.dense_reward:
-                charged = self._evaluate(self._placement[:n])[1]
-                reward = self._reward_of(charged) - self._reward_of(self._last_reward_runtime)
-                self._last_reward_runtime = charged
-            return self._observation(), reward, False, False, {"groups_placed": self._step}
-        return self._finish(*self._evaluate(self._placement[:n]), baseline=True,
-                            done=self._step >= (self._improve_steps or n))
+        return self._mode.step(self, self._check_action(action))
 
-    def _finish(self, m: Measurement, charged: float, *, baseline: bool = False, done: bool = True):
-        reward = self._reward_of(charged)
+    def _finish(self, m: Measurement, *, baseline: bool = False, done: bool = True):
+        """The step that evaluated ``m``: its reward (less the reward of the previous measurement when
+        ``baseline``), and ``m`` becomes what render shows and the next change is taken from."""
+        reward = self._reward_of(m)
         if baseline:
-            reward -= self._reward_of(self._last_reward_runtime)
-        self._last, self._last_reward_runtime, self._done = m, charged, done
-        return self._observation(), float(reward), done, False, self._info(m, charged)
+            reward -= self._reward_of(self._baseline)
+        self._last, self._baseline, self._done = m, m, done
+        return self._observation(), float(reward), done, False, self._info(m)
 
     def action_masks(self) -> np.ndarray:
         """Devices each group may go to (those with kernels for all its ops), for MaskablePPO.
@@ -381,15 +322,7 @@ class DevicePlacementEnv(gym.Env):
         oneshot: flat bool vector of length S * D (padding slots allow device 0 only);
         sequential / improve: bool vector of length D for the current group.
         """
-        allowed = self._task.allowed
-        if self.mode == "oneshot":
-            mask = np.zeros((self.slots, self.cluster.n_devices), bool)
-            mask[: self.n_groups] = allowed
-            mask[self.n_groups:, 0] = True
-            return mask.reshape(-1)
-        if self._done:
-            return np.ones(self.cluster.n_devices, bool)
-        return allowed[self._current_group()].copy()
+        return self._mode.action_masks(self)
 
     # ---- render and export ----
     def _shown(self) -> Measurement:

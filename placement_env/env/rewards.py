@@ -1,10 +1,14 @@
-"""Rewards: small objects that turn the runtime a placement is charged into a number.
+"""Rewards: small objects that turn a placement's Measurement into a number.
 
 A placement is charged its step time when it ran, and the env's failing signal (100 s by default,
 as TF's placer) when it did not: out of memory, no kernel, an error or a crash. A :class:`Reward`
-maps (charged runtime, reference runtime) to the reward; the reference is the fastest
-single-device placement that runs. The env takes a reward by name, a ``Reward``, or any callable
-``f(runtime_s, reference_s) -> float``.
+is called as ``reward(measurement, context)``: the placement's :class:`~placement_env.Measurement` and a
+:class:`RewardContext`, what the env knows besides it (the failing signal, the reference runtime, the
+simulator's lower bound, each device's memory). Most rewards need only the charged runtime and the
+reference (the fastest single-device placement that runs): a Reward made with ``takes="runtime"`` (the
+default) wraps a function ``f(charged_runtime_s, reference_s)``; one made with ``takes="measurement"``
+wraps ``f(measurement, context)`` and sees everything (e.g. how far a failed placement went over memory).
+The env takes a reward by name, a ``Reward``, or any callable ``f(runtime_s, reference_s) -> float``.
 """
 from __future__ import annotations
 
@@ -12,31 +16,58 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy as np
+
 from ..cluster.checks import bad_argument, check_bool, check_number, is_real
 from ..placement import Measurement
 
 DEFAULT_FAILING_SIGNAL_S = 100.0  # TF's placer: a failed placement counts as a 100 s step
 
 
+@dataclass(frozen=True, eq=False)
+class RewardContext:
+    """What a reward may read besides the placement's Measurement: the seconds a failed placement is charged
+    (``failing_signal_s``), the reference placement's charged runtime (``reference_s``; the env measures it only
+    for a reward whose ``uses_reference`` is True, and passes 1.0 otherwise), the simulator's lower bound on the
+    step time (``lower_bound_s``, nan when unknown) and each device's memory in bytes (``capacity_bytes``, None when
+    unknown)."""
+
+    failing_signal_s: float = DEFAULT_FAILING_SIGNAL_S
+    reference_s: float = 1.0
+    lower_bound_s: float = math.nan
+    capacity_bytes: np.ndarray | None = None
+
+    def charged(self, measurement: Measurement) -> float:
+        """The runtime ``measurement`` is charged: its runtime when it ran, else the failing signal."""
+        return charged_runtime(measurement, self.failing_signal_s)
+
+
+REWARD_INPUTS = ("runtime", "measurement")  # what a Reward's function takes (Reward.takes)
+
+
 @dataclass(frozen=True)
 class Reward:
-    """A named reward of (charged runtime s, reference runtime s), with its range.
+    """A named reward, with its range: ``reward(measurement, context) -> float``.
 
-    ``uses_reference``: whether the reference runtime matters (the env then measures the
-    single-device placements once per graph to find it).
+    ``takes="runtime"`` (the default): ``function(charged_runtime_s, reference_s)``, the charged runtime being
+    ``context.charged(measurement)`` and the reference ``context.reference_s``. ``takes="measurement"``:
+    ``function(measurement, context)`` with the :class:`RewardContext` as it is. ``uses_reference``: whether the
+    reference runtime matters (the env then measures the single-device placements once per graph to find it).
     """
 
     name: str
-    function: Callable[[float, float], float]
+    function: Callable[..., float]
     range: tuple[float, float] = (-math.inf, math.inf)
     uses_reference: bool = False
     description: str = ""
+    takes: str = "runtime"
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise bad_argument("name", self.name, "a non-empty string", "Reward")
         if not callable(self.function):
-            raise bad_argument("function", self.function, "a callable f(runtime_s, reference_s) -> float", "Reward")
+            raise bad_argument("function", self.function, "a callable f(runtime_s, reference_s) -> float, or "
+                               "f(measurement, context) -> float with takes='measurement'", "Reward")
         if not (isinstance(self.range, tuple) and len(self.range) == 2 and all(map(is_real, self.range))
                 and self.range[0] <= self.range[1]):
             raise bad_argument("range", self.range, "a tuple (low, high) of numbers with low <= high", "Reward")
@@ -44,9 +75,21 @@ class Reward:
                                                               bad_argument))
         if not isinstance(self.description, str):
             raise bad_argument("description", self.description, "a string", "Reward")
+        if not isinstance(self.takes, str) or self.takes not in REWARD_INPUTS:
+            raise bad_argument("takes", self.takes, f"one of {', '.join(map(repr, REWARD_INPUTS))}", "Reward")
 
-    def __call__(self, runtime_s: float, reference_s: float = 1.0) -> float:
-        return float(self.function(runtime_s, reference_s))
+    def __call__(self, measurement: Measurement, context: RewardContext | None = None) -> float:
+        """The reward of ``measurement`` in ``context`` (default: ``RewardContext()``, the default failing signal
+        and a reference of 1 s)."""
+        if not isinstance(measurement, Measurement):
+            raise bad_argument("measurement", measurement, "a Measurement: a Reward is called as "
+                               "reward(measurement, context), context a RewardContext", f"Reward {self.name!r}")
+        context = RewardContext() if context is None else context
+        if not isinstance(context, RewardContext):
+            raise bad_argument("context", context, "None or a RewardContext", f"Reward {self.name!r}")
+        if self.takes == "measurement":
+            return float(self.function(measurement, context))
+        return float(self.function(context.charged(measurement), context.reference_s))
 
 
 REWARDS: dict[str, Reward] = {reward.name: reward for reward in (
