@@ -1,13 +1,16 @@
-"""SB3's agents as harness methods, ``method(problem) -> placement``
-(``placement-env run --methods agents.sb3_harness:place_ppo``).
+"""SB3's agents as a harness method, ``method(problem) -> placement``
+(``placement-env run --methods agents.sb3_harness:place@algorithm=A2C``; the presets
+``agents.sb3_harness:place_ppo`` and ``:place_a2c`` of ``placement_env.PRESETS``).
 
-Each trains a fresh model on a oneshot env of the problem's graph and cluster whose every
+It trains a fresh model on a oneshot env of the problem's graph and cluster whose every
 evaluation is the problem's counted one (``evaluator=problem.evaluator``): the env's reference
 placements and every episode count against the budget, training stops when it is spent, and the
 method returns the fastest placement evaluated. So SB3 runs at the same evaluation budget as the
 search baselines and the seq2seq agent.
 """
 from __future__ import annotations
+
+from typing import Literal
 
 import numpy as np
 
@@ -21,7 +24,9 @@ DEFAULT_BUDGET = 2000  # evaluations when the problem has no budget
 
 
 @on_harness_threads
-def _place(problem: Problem, algorithm: str) -> np.ndarray:
+def place(problem: Problem, *, algorithm: Literal["PPO", "A2C"] = "PPO") -> np.ndarray:
+    """Harness method: ``algorithm`` (``agents.sb3`` defaults; the oneshot env's algorithms) within
+    ``problem.budget`` evaluations (``DEFAULT_BUDGET`` when unlimited)."""
     budget = problem.budget_left if problem.budget is not None else DEFAULT_BUDGET
     seed = int(problem.rng.integers(2**31 - 1))
     try:
@@ -33,13 +38,3 @@ def _place(problem: Problem, algorithm: str) -> np.ndarray:
     if problem.best is not None:
         return np.asarray(problem.best.placement)
     return np.zeros(problem.graph.n_groups, dtype=np.int64)  # nothing ran: the budget was below one evaluation
-
-
-def place_ppo(problem: Problem) -> np.ndarray:
-    """Harness method: PPO (``agents.sb3`` defaults) within ``problem.budget`` evaluations."""
-    return _place(problem, "PPO")
-
-
-def place_a2c(problem: Problem) -> np.ndarray:
-    """Harness method: A2C (``agents.sb3`` defaults) within ``problem.budget`` evaluations."""
-    return _place(problem, "A2C")

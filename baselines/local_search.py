@@ -3,7 +3,8 @@
 Both walk from one placement by random moves (``baselines.search.Moves``: 1..``max_groups``
 groups, 4 by default, one group about half the time, each to another allowed device) and return
 the fastest placement they evaluated. ``start=`` is ``"scratch"`` (the fastest single device) or
-``"best_heuristic"`` (the fastest zero-budget heuristic); see ``baselines.search``.
+``"best_heuristic"`` (the fastest zero-budget heuristic; the presets ``hill_climbing_warm`` and
+``simulated_annealing_warm`` of ``placement_env.PRESETS``); see ``baselines.search``.
 
 Hill climbing (first improvement): a move is kept when its placement is faster than the current
 one. After ``RESTART_AFTER`` (200) moves in a row that were not faster (about the number of
@@ -23,14 +24,15 @@ a 1 ms and a 1 s step (in seconds, the start temperature is T0 times the start p
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import numpy as np
 
-from placement_env import Problem
+from placement_env import Bounds, Problem
 
-from .search import Moves, Scores, check_start, search_budget, start_placement
+from .search import Moves, Scores, Start, check_start, search_budget, start_placement
 
-__all__ = ["hill_climbing", "hill_climbing_warm", "simulated_annealing", "simulated_annealing_warm"]
+__all__ = ["hill_climbing", "simulated_annealing"]
 
 RESTART_AFTER = 200
 RESTART_GROUPS = 8
@@ -38,8 +40,9 @@ INITIAL_TEMPERATURE = 0.003 / math.log(2)
 FINAL_TEMPERATURE_RATIO = 1e-3
 
 
-def hill_climbing(problem: Problem, *, start: str = "scratch", max_groups: int = 4,
-                  restart_after: int = RESTART_AFTER, restart_groups: int = RESTART_GROUPS) -> np.ndarray:
+def hill_climbing(problem: Problem, *, start: Start = "scratch", max_groups: Annotated[int, Bounds(1)] = 4,
+                  restart_after: Annotated[int, Bounds(1)] = RESTART_AFTER,
+                  restart_groups: Annotated[int, Bounds(1)] = RESTART_GROUPS) -> np.ndarray:
     """First-improvement hill climbing with perturbation restarts (see the module docstring)."""
     scores, current, moves = _walk_start(problem, "hill_climbing", start, max_groups)
     if scores.exhausted or not moves.possible:
@@ -59,14 +62,10 @@ def hill_climbing(problem: Problem, *, start: str = "scratch", max_groups: int =
     return scores.best_or(current)
 
 
-def hill_climbing_warm(problem: Problem) -> np.ndarray:
-    """Hill climbing from the best zero-budget heuristic."""
-    return hill_climbing(problem, start="best_heuristic")
-
-
-def simulated_annealing(problem: Problem, *, start: str = "scratch", max_groups: int = 4,
-                        initial_temperature: float = INITIAL_TEMPERATURE,
-                        final_temperature_ratio: float = FINAL_TEMPERATURE_RATIO) -> np.ndarray:
+def simulated_annealing(problem: Problem, *, start: Start = "scratch", max_groups: Annotated[int, Bounds(1)] = 4,
+                        initial_temperature: Annotated[float, Bounds(0, above=True)] = INITIAL_TEMPERATURE,
+                        final_temperature_ratio: Annotated[float, Bounds(0, 1, above=True)] = FINAL_TEMPERATURE_RATIO,
+                        ) -> np.ndarray:
     """Simulated annealing on the relative runtime change, geometric cooling over the budget."""
     scores, current, moves = _walk_start(problem, "simulated_annealing", start, max_groups)
     if scores.exhausted or not moves.possible:
@@ -81,11 +80,6 @@ def simulated_annealing(problem: Problem, *, start: str = "scratch", max_groups:
         if _accept(runtime, current_runtime, temperature, problem.rng):
             current, current_runtime = candidate, runtime
     return scores.best_or(current)
-
-
-def simulated_annealing_warm(problem: Problem) -> np.ndarray:
-    """Simulated annealing from the best zero-budget heuristic."""
-    return simulated_annealing(problem, start="best_heuristic")
 
 
 def _walk_start(problem: Problem, name: str, start: str, max_groups: int) -> tuple[Scores, np.ndarray, Moves]:

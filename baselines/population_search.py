@@ -3,9 +3,10 @@
 Both evaluate populations of placements, always within ``problem.allowed``, and return the fastest
 placement they evaluated. ``start="scratch"`` starts from random placements drawn as random search
 draws them (``baselines.simple.random_candidates``: half uniform per group, half with Dirichlet
-device weights, lopsided to even); ``start="best_heuristic"`` from the fastest zero-budget
-heuristic (see ``baselines.search``; without one that runs, from scratch). With a budget of 0 they
-return the start without evaluating it: the first heuristic placement made, or one random placement.
+device weights, lopsided to even); ``start="best_heuristic"`` (the presets ``cross_entropy_warm``
+and ``brkga_warm`` of ``placement_env.PRESETS``) from the fastest zero-budget heuristic (see
+``baselines.search``; without one that runs, from scratch). With a budget of 0 they return the
+start without evaluating it: the first heuristic placement made, or one random placement.
 
 The population size scales with the budget: ``budget // 20`` clipped to 10..100 (about 20
 iterations or generations; 50 at a budget of 1,000).
@@ -34,15 +35,19 @@ placement (the others are random).
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import numpy as np
 
-from placement_env import Problem
+from placement_env import Bounds, Problem
 
 from .simple import random_candidates
-from .search import Scores, check_start, heuristic_start, search_budget
+from .search import Scores, Start, check_start, heuristic_start, search_budget
 
-__all__ = ["cross_entropy", "cross_entropy_warm", "brkga", "brkga_warm"]
+__all__ = ["cross_entropy", "brkga"]
+
+Fraction = Annotated[float, Bounds(0, 1, above=True)]  # a share of the population, more than none
+Probability = Annotated[float, Bounds(0, 1)]
 
 EVALUATIONS_PER_POPULATION = 20  # population = budget // 20, clipped to POPULATION_RANGE
 POPULATION_RANGE = (10, 100)
@@ -70,8 +75,8 @@ def _evaluate(scores: Scores, placements: np.ndarray) -> np.ndarray:
     return runtimes
 
 
-def cross_entropy(problem: Problem, *, start: str = "scratch", elite_fraction: float = CE_ELITE_FRACTION,
-                  smoothing: float = CE_SMOOTHING) -> np.ndarray:
+def cross_entropy(problem: Problem, *, start: Start = "scratch", elite_fraction: Fraction = CE_ELITE_FRACTION,
+                  smoothing: Probability = CE_SMOOTHING) -> np.ndarray:
     """The cross-entropy method over per-group device distributions (see the module docstring)."""
     check_start(start)
     budget = search_budget(problem, "cross_entropy")
@@ -104,11 +109,6 @@ def cross_entropy(problem: Problem, *, start: str = "scratch", elite_fraction: f
         samples = _sample(probabilities, size, problem.rng)
 
 
-def cross_entropy_warm(problem: Problem) -> np.ndarray:
-    """The cross-entropy method from the best zero-budget heuristic."""
-    return cross_entropy(problem, start="best_heuristic")
-
-
 def _sample(probabilities: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     """``n`` placements [n, n_groups], group g's device drawn from ``probabilities[g]``."""
     cumulative = np.cumsum(probabilities, axis=1)
@@ -116,8 +116,8 @@ def _sample(probabilities: np.ndarray, n: int, rng: np.random.Generator) -> np.n
     return (cumulative[None, :, :] <= u[:, :, None]).sum(axis=2).astype(np.int64)
 
 
-def brkga(problem: Problem, *, start: str = "scratch", elite_fraction: float = BRKGA_ELITE_FRACTION,
-          mutant_fraction: float = BRKGA_MUTANT_FRACTION, inherit: float = BRKGA_INHERIT) -> np.ndarray:
+def brkga(problem: Problem, *, start: Start = "scratch", elite_fraction: Fraction = BRKGA_ELITE_FRACTION,
+          mutant_fraction: Fraction = BRKGA_MUTANT_FRACTION, inherit: Probability = BRKGA_INHERIT) -> np.ndarray:
     """A biased random-key genetic algorithm, one key per group (see the module docstring)."""
     check_start(start)
     budget = search_budget(problem, "brkga")
@@ -149,11 +149,6 @@ def brkga(problem: Problem, *, start: str = "scratch", elite_fraction: float = B
         keys = np.concatenate([elite, offspring])
         fitness = np.concatenate([fitness[order[:n_elite]], _evaluate(scores, decoder(offspring))])
     return scores.best_or(decoder(keys[:1])[0])
-
-
-def brkga_warm(problem: Problem) -> np.ndarray:
-    """BRKGA with the best zero-budget heuristic in its first population."""
-    return brkga(problem, start="best_heuristic")
 
 
 class _Decoder:

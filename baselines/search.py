@@ -25,16 +25,17 @@ after ``PROPOSALS_PER_EVALUATION`` proposals per evaluation of its budget.
 """
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, Literal, get_args
 
 import numpy as np
 
 from placement_env import ZERO_BUDGET_HEURISTICS, Problem, check_placement, resolve_method, single_device
 
-__all__ = ["STARTS", "HEURISTICS", "PROPOSALS_PER_EVALUATION", "Scores", "Moves", "check_start", "search_budget",
-           "single_device_start", "heuristic_start", "start_placement"]
+__all__ = ["Start", "STARTS", "HEURISTICS", "PROPOSALS_PER_EVALUATION", "Scores", "Moves", "check_start",
+           "search_budget", "single_device_start", "heuristic_start", "start_placement"]
 
-STARTS = ("scratch", "best_heuristic")
+Start = Literal["scratch", "best_heuristic"]  # the annotation of ``start=``: a method spec is checked against it
+STARTS: tuple[str, ...] = get_args(Start)
 HEURISTICS = ZERO_BUDGET_HEURISTICS
 PROPOSALS_PER_EVALUATION = 50
 

@@ -8,6 +8,7 @@ Public API (TensorFlow is imported only when a function that needs it is first u
     c = pe.load_cluster("paper-2gpu")     # Cluster
     m = pe.evaluate(g, c, placement)      # Measurement; runtime="sim" | "grappler" | "measured"
     pe.solve("expert", pe.Problem.make(g, c, budget=100))   # any method(problem) -> placement
+    pe.solve(pe.method("hill_climbing", start="best_heuristic"), pe.Problem.make(g, c, budget=100))  # with arguments
 """
 from __future__ import annotations
 
@@ -68,6 +69,11 @@ _LAZY = {
     "resolve_method": "placement_env.problem",
     "METHODS": "placement_env.problem",
     "ZERO_BUDGET_HEURISTICS": "placement_env.problem",
+    "PRESETS": "placement_env.problem",
+    "BUILT_IN_METHODS": "placement_env.problem",
+    "MethodSpec": "placement_env.problem",
+    "method": "placement_env.problem",
+    "Bounds": "placement_env.problem",
     "apply_placement": "placement_env.tf_import.export",
     "export_placed_graph": "placement_env.tf_import.export",
     "check_output_folder": "placement_env.output_paths",

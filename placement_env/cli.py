@@ -13,7 +13,7 @@ from .benchmarks import load_benchmark
 from .cluster import load_cluster, preset_names
 from .errors import LinkRunsError, PlacementEnvError
 from .grouping import DEFAULT_MAX_GROUPS, group_ops
-from .harness.results import expected_number, show
+from .harness.results import expected_number, method_label, show
 from .harness.suites import SUITES
 from .opgraph import DEVICE_KINDS, OpGraph
 from .output_paths import check_output_file, check_output_folder, write_output_file
@@ -69,8 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     run = commands.add_parser("run", help="run placement methods over a benchmark suite into a results file")
     run.add_argument("--suite", default="tiny", help=f"one of {', '.join(SUITES)}, or 'package.module:attribute' "
                      "for a tuple of Task of your own (default: %(default)s)")
-    run.add_argument("--methods", nargs="+", default=["all"],
-                     help="built-in method names, 'package.module:callable', or all (default)")
+    run.add_argument("--methods", nargs="+", default=["all"], metavar="METHOD",
+                     help="built-in method names or presets, 'package.module:callable', each with keyword arguments "
+                          "as NAME@key=value,key=value (values JSON or bare words: hill_climbing@start=best_heuristic,"
+                          "max_groups=2), or all: the built-in methods and their presets (default)")
     run.add_argument("--budget", type=int, default=100, help="runtime evaluations per method and task; 0 for zero-shot methods (default: %(default)s)")
     run.add_argument("--seeds", type=int, nargs="+", default=[0])
     run.add_argument("-o", "--results", default="results.jsonl", help="results file; rerun to resume (default: %(default)s)")
@@ -158,7 +160,7 @@ def _validate(args: argparse.Namespace) -> int:
     for mismatch in mismatches:
         row = mismatch.row
         label = "stale, not replayed: " if mismatch.stale else "skipped, not replayed: " if mismatch.skipped else ""
-        print(f"line {mismatch.line} (task {show(row['task'])}, method {show(row['method'])}, seed {row['seed']}): "
+        print(f"line {mismatch.line} (task {show(row['task'])}, method {show(method_label(row))}, seed {row['seed']}): "
               f"{label}{mismatch.reason}")
     failed = sum(m.failed for m in mismatches)
     stale = sum(m.stale for m in mismatches)

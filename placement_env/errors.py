@@ -23,6 +23,7 @@ __all__ = [
     "BudgetExhausted",
     "UnknownMethodError",
     "MethodConfigError",
+    "MethodArgumentError",
     "MethodFileNotFoundError",
     "ResultsFormatError",
     "ResultsBusyError",
@@ -151,6 +152,12 @@ class MethodConfigError(PlacementEnvError, ValueError):
     """A method cannot run as it is configured (e.g. the checkpoint named by an environment variable is
     unreadable): no result of the method on the task. The harness records the row apart, as not finished
     work, so a rerun after the configuration is fixed does it again."""
+
+
+class MethodArgumentError(MethodConfigError):
+    """A method spec (``name@key=value,...`` or ``pe.method(name, key=value)``) that is malformed, or has a key the
+    method does not take or a value it does not accept; the message names the key or value and what is accepted.
+    Raised when the spec is read, before any run starts."""
 
 
 class MethodFileNotFoundError(MethodConfigError, FileNotFoundError):

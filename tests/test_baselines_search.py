@@ -1,11 +1,14 @@
 """The plain-search baselines: hill climbing, simulated annealing, the cross-entropy method, BRKGA."""
+import json
+import re
+
 import numpy as np
 import pytest
 
 import placement_env as pe
 from baselines import search
 from baselines.search import HEURISTICS
-from placement_env import METHODS, Problem, resolve_method, solve
+from placement_env import METHODS, PRESETS, MethodArgumentError, MethodSpec, Problem, resolve_method, solve
 from placement_env.cli import main
 from placement_env.harness import read_rows
 
@@ -46,10 +49,37 @@ def start_runtime(evaluator, name):
     return float("inf")
 
 
-def test_registered_by_name():
-    for name in SCRATCH + WARM:
+def test_registered_by_name_and_warm_starts_as_presets():
+    for name in SCRATCH:
         assert METHODS[name].endswith(f":{name}")
         assert resolve_method(name).__name__ == name
+        warm = f"{name}_warm"
+        assert warm not in METHODS and PRESETS[warm] == MethodSpec(name, {"start": "best_heuristic"})
+        bound = resolve_method(warm)
+        assert bound.func is resolve_method(name) and bound.keywords == {"start": "best_heuristic"}
+
+
+# What the wrappers hill_climbing_warm ... brkga_warm (removed for presets) gave at commit 35a8c3e on
+# synthetic-tiny / paper-2gpu, budget 40, seed 0: one digit per group.
+BEFORE_PRESETS = {
+    "hill_climbing_warm": "201220001111100002012020002000220022012001112200001020020010200100010200020020200122001222",
+    "simulated_annealing_warm": "121220002101010102011011002000220022011001112200021020010010200120000200120012201121220220",
+    "cross_entropy_warm": "101220002101100002012020102020220002012001112200001022020010200120010210220010200120010220",
+    "brkga_warm": "201220012201112000101011102000010012001000112000001020020010200020210202110010202122012010",
+}
+
+
+@pytest.mark.parametrize("name", WARM)
+def test_presets_give_the_placements_of_the_wrappers_they_replace(name):
+    graph, cluster = pe.load_benchmark("synthetic-tiny"), pe.load_cluster("paper-2gpu")
+    solution = solve(name, Problem.make(graph, cluster, benchmark="synthetic-tiny", budget=40, seed=0))
+    assert "".join(map(str, solution.placement)) == BEFORE_PRESETS[name] and solution.evaluations == 40
+    assert solution.method == name
+    scratch = name.removesuffix("_warm")
+    spelled = solve(f"{scratch}@start=best_heuristic",
+                    Problem.make(graph, cluster, benchmark="synthetic-tiny", budget=40, seed=0))
+    assert np.array_equal(spelled.placement, solution.placement)
+    assert spelled.method == f"{scratch}@start=best_heuristic"
 
 
 @pytest.mark.parametrize("name", SCRATCH + WARM)
@@ -82,6 +112,31 @@ def test_bad_start_and_unlimited_budget_are_refused(evaluator, name):
         function(make(evaluator, 10), start="warm")
     with pytest.raises(ValueError, match=f"{name} needs a finite budget, got budget=None"):
         function(make(evaluator, None))
+    with pytest.raises(MethodArgumentError, match=f"start=warm; {name} accepts one of scratch, best_heuristic"):
+        pe.method(f"{name}@start=warm")  # a spec is refused when it is read, before any run
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("hill_climbing@max_groups=0", "max_groups=0; hill_climbing accepts an integer >= 1"),
+    ("hill_climbing@max_groups=2.5", "max_groups=2.5; hill_climbing accepts an integer >= 1"),
+    ("simulated_annealing@initial_temperature=0", "initial_temperature=0; simulated_annealing accepts a number > 0"),
+    ("brkga@inherit=1.5", "inherit=1.5; brkga accepts a number >= 0 and <= 1"),
+    ("cross_entropy@elite=0.2", "cross_entropy has no argument 'elite'; it takes start (one of scratch, "
+                                "best_heuristic), elite_fraction (a number > 0 and <= 1), smoothing (a number >= 0 "
+                                "and <= 1)"),
+    ("brkga_warm@start=scratch", "the preset brkga_warm is brkga@start=best_heuristic and sets start itself"),
+])
+def test_search_arguments_out_of_range_are_refused_naming_what_is_accepted(spec, message):
+    with pytest.raises(MethodArgumentError, match=re.escape(message)):
+        pe.method(spec)
+
+
+def test_search_arguments_reach_the_search(evaluator):
+    narrow = solve("hill_climbing@max_groups=1", make(evaluator, 60, seed=1))
+    same = solve(pe.method("hill_climbing", max_groups=1), make(evaluator, 60, seed=1))
+    default = solve("hill_climbing", make(evaluator, 60, seed=1))
+    assert np.array_equal(narrow.placement, same.placement) and narrow.method == same.method
+    assert narrow.improvements != default.improvements  # one group per move walks elsewhere than up to four
 
 
 @pytest.mark.parametrize("name", SCRATCH + WARM)
@@ -121,8 +176,10 @@ def test_a_search_with_nothing_to_search_stops(tiny, name):
 
 def test_harness_runs_and_validates_the_searches(tmp_path):
     results = str(tmp_path / "search.jsonl")
-    assert main(["run", "--suite", "tiny", "--methods", "hill_climbing", "simulated_annealing_warm", "--budget", "50",
-                 "--seeds", "0", "-o", results]) == 0
+    assert main(["run", "--suite", "tiny", "--methods", "hill_climbing", "simulated_annealing_warm",
+                 "cross_entropy_warm@smoothing=0.5", "--budget", "50", "--seeds", "0", "-o", results]) == 0
     rows = read_rows(results)
-    assert len(rows) == 6 and all(r["ok"] and r["evaluations"] == 50 for r in rows)
+    assert len(rows) == 9 and all(r["ok"] and r["evaluations"] == 50 for r in rows)
+    assert {(r["method"], json.dumps(r["method_args"])) for r in rows} == {
+        ("hill_climbing", "{}"), ("simulated_annealing_warm", "{}"), ("cross_entropy_warm", '{"smoothing": 0.5}')}
     assert main(["validate", results]) == 0

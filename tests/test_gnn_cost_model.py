@@ -10,7 +10,7 @@ import torch
 
 import placement_env as pe
 from agents.gnn_placer import (COST_MODEL_ENV, PRETRAINED_COST_MODEL, CostNet, cost_input, load_cost_model,
-                               load_network, place_zero_shot, place_zero_shot_refined, save_checkpoint,
+                               load_network, place, save_checkpoint,
                                save_cost_model)
 from agents.gnn_placer.cost_data import contiguous_splits
 from agents.gnn_placer.cost_training import load_dataset
@@ -167,21 +167,22 @@ def test_refined_zero_shot_through_run_suite_spends_no_evaluation(cost_run, tmp_
     assert len(rows) == 3 and all(row["evaluations"] == 0 and row["ok"] for row in rows)
     monkeypatch.setenv(COST_MODEL_ENV, str(tmp_path / "absent.pt"))
     with pytest.raises(FileNotFoundError, match=COST_MODEL_ENV):
-        place_zero_shot_refined(pe.Problem.make(pe.load_benchmark("synthetic-tiny"), pe.load_cluster("k80-4gpu"), budget=0))
+        place(pe.Problem.make(pe.load_benchmark("synthetic-tiny"), pe.load_cluster("k80-4gpu"), budget=0),
+              refine="zero_shot")
 
 
 def test_the_committed_cost_model_is_small_and_refines_an_unseen_graph(synth):
     assert PRETRAINED_COST_MODEL.stat().st_size < 2**20
     cluster = pe.load_cluster("k80-4gpu")
     problem = pe.Problem.make(synth, cluster, budget=0)
-    placement = place_zero_shot_refined(problem)
+    placement = place(problem, refine="zero_shot")
     assert placement.shape == (synth.n_groups,) and problem.evaluations == 0
     assert pe.evaluate(synth, cluster, placement).ok
-    assert pe.evaluate(synth, cluster, placement).runtime_s <= pe.evaluate(synth, cluster, place_zero_shot(problem)).runtime_s
+    assert pe.evaluate(synth, cluster, placement).runtime_s <= pe.evaluate(synth, cluster, place(problem)).runtime_s
 
 
 def test_the_best_start_is_the_refined_start_predicted_faster_without_evaluations(synth):
-    from agents.gnn_placer import Trainer, make_task, place_refined_best_start
+    from agents.gnn_placer import Trainer, make_task
     from agents.gnn_placer.harness import best_start, memory_margin, mincut_start, refined_starts
     from baselines.partition import mincut
 
@@ -192,7 +193,7 @@ def test_the_best_start_is_the_refined_start_predicted_faster_without_evaluation
     margin = memory_margin(meta, None)
     refined = refined_starts(Trainer(net, config), make_task(problem), cost, margin)
     assert list(refined) == ["zero-shot", "mincut"] and problem.evaluations == 0
-    np.testing.assert_array_equal(refined["zero-shot"].start, place_zero_shot(problem))
+    np.testing.assert_array_equal(refined["zero-shot"].start, place(problem))
     np.testing.assert_array_equal(refined["mincut"].start, mincut_start(problem, margin))
     inputs = cost_input(problem)
     placement, moves = refine(problem, refined["mincut"].start, cost, inputs, margin=margin)  # as refine() refines it
@@ -202,7 +203,7 @@ def test_the_best_start_is_the_refined_start_predicted_faster_without_evaluation
         assert start.predicted == pytest.approx(float(cost.predict(inputs, start.placement[None])[0]), abs=1e-6)
     chosen = best_start(refined)
     assert refined[chosen].predicted == min(r.predicted for r in refined.values())
-    np.testing.assert_array_equal(place_refined_best_start(problem), refined[chosen].placement)
+    np.testing.assert_array_equal(place(problem, refine="best_start"), refined[chosen].placement)
     assert problem.evaluations == 0 and pe.evaluate(synth, cluster, refined[chosen].placement).ok
     np.testing.assert_array_equal(refined["mincut"].start, mincut(problem))  # the small graph fits as MinCut places it
 
@@ -215,7 +216,7 @@ def test_the_pre_training_seeds_behind_the_readme_load_and_place_an_unseen_graph
     assert load_network(folder / "checkpoint.pt")[2]["seed"] == seed
     assert load_cost_model(folder / "cost_model.pt")[1]["seed"] == seed
     problem = pe.Problem.make(synth, pe.load_cluster("k80-4gpu"), budget=0)
-    placement = place_zero_shot(problem, checkpoint=folder / "checkpoint.pt")
+    placement = place(problem, checkpoint=folder / "checkpoint.pt")
     assert problem.evaluations == 0 and pe.evaluate(synth, problem.cluster, placement).ok
 
 

@@ -12,7 +12,7 @@ import torch
 import placement_env as pe
 from agents.common.advantages import centred_advantages
 from agents.gnn_placer import (CHECKPOINT_ENV, DEVICE_SLOTS, PRETRAINED, Config, Trainer, load_network, make_task,
-                               place_fine_tune, place_zero_shot, save_checkpoint)
+                               place, save_checkpoint)
 from agents.gnn_placer.cli import main
 from agents.gnn_placer.memory_fit import ESTIMATE
 from agents.gnn_placer.network import DECODERS
@@ -155,7 +155,7 @@ def test_checkpoint_round_trip_and_bad_files(tmp_path, tiny):
 def test_the_committed_checkpoint_is_small_and_places_an_unseen_graph(synth):
     assert PRETRAINED.stat().st_size < 2 * 2**20
     problem = pe.Problem.make(synth, pe.load_cluster("k80-4gpu"), budget=0)
-    placement = place_zero_shot(problem)
+    placement = place(problem)
     assert placement.shape == (synth.n_groups,) and problem.evaluations == 0
     assert pe.evaluate(synth, problem.cluster, placement).ok
 
@@ -201,7 +201,7 @@ def test_harness_methods_through_run_suite(tmp_path, monkeypatch, tiny, paper2):
     monkeypatch.setenv(CHECKPOINT_ENV, str(tmp_path / "absent.pt"))
     problem = pe.Problem.make(tiny, paper2, budget=10)
     with pytest.raises(FileNotFoundError, match=CHECKPOINT_ENV):
-        place_fine_tune(problem)
+        place(problem, fine_tune=True)
 
 
 def test_unlimited_fine_tune_budget_is_bounded(tmp_path, monkeypatch, synth):
@@ -209,7 +209,7 @@ def test_unlimited_fine_tune_budget_is_bounded(tmp_path, monkeypatch, synth):
     problem = pe.Problem.make(synth, pe.load_cluster("k80-2gpu"))
     path = tmp_path / "checkpoint.pt"
     save_checkpoint(path, config.network(make_task(problem).inputs.features.shape[1]), config, {"memory_margin": 1.1, "memory_estimate": ESTIMATE})
-    place_fine_tune(problem, checkpoint=path, samples=50)
+    place(problem, fine_tune=True, checkpoint=path, samples=50)
     assert problem.evaluations == 1000
 
 
@@ -319,7 +319,7 @@ def test_zero_shot_placement_fits_the_memory_estimate(tiny, paper2):
     need = pe.sequential_peak_bytes(tiny, paper2, np.where(allowed[:, 1], 1, 0))[1]
     small = _with_gpu_memory(_with_gpu_memory(paper2, 1, 0.5 * need), 2, 0.5 * need)
     problem = pe.Problem.make(tiny, small, budget=0)
-    placement = place_zero_shot(problem)
+    placement = place(problem)
     margin = load_network(None)[2]["memory_margin"]
     assert 1.0 <= margin < 1.5
     estimate = pe.sequential_peak_bytes(tiny, small, placement, problem.costs.seconds)

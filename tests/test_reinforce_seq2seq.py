@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from agents.reinforce_seq2seq import (CHECKPOINT, FINE_TUNING, WARM_START_CANDIDATES, Config, Seq2SeqPolicy, Trainer,
-                                      group_features, load_checkpoint, main, place, place_self_imitation, train)
+                                      group_features, load_checkpoint, main, place, train)
 from agents.common.run_files import BEST_JSON, LOG
 import placement_env as pe
 from placement_env import CheckpointMismatchError
@@ -397,7 +397,7 @@ def test_resume_with_other_benchmark_is_refused(tmp_path):
         train("rnnlm-tiny", budget=8, out_dir=tmp_path / "empty", progress=False, resume=True)
 
 
-@pytest.mark.parametrize("method", [place, place_self_imitation])
+@pytest.mark.parametrize("method", [place, "agents.reinforce_seq2seq:place_self_imitation"])
 def test_place_respects_budget(method):
     from placement_env.problem import Problem, solve
     from placement_env.benchmarks import load_benchmark

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import placement_env as pe
-from agents.gnn_placer import place_zero_shot, place_zero_shot_smoothed
+from agents.gnn_placer import place
 from agents.gnn_placer.transfer_prior import smooth
 from experiments.transfer_prior import choose
 
@@ -51,10 +51,10 @@ def test_a_large_weight_removes_device_changes_the_probabilities_do_not_pay_for(
 
 
 def test_the_smoothed_zero_shot_placement_is_a_valid_answer_without_evaluations(problem):
-    placement = place_zero_shot_smoothed(problem)
+    placement = place(problem, smooth=True)
     assert placement.shape == (problem.graph.n_groups,) and problem.evaluations == 0
     assert pe.evaluate(problem.graph, problem.cluster, placement).ok
-    plain = place_zero_shot(problem)
+    plain = place(problem)
     assert _cut_seconds(problem, placement) <= _cut_seconds(problem, plain) + 1e-12
 
 

@@ -1,4 +1,6 @@
 """A stand-in third-party placement method, plugged into the harness by import path only."""
+from typing import Literal
+
 import numpy as np
 
 from placement_env.placement import Measurement, raise_on_infrastructure_failure, random_placements
@@ -38,3 +40,21 @@ def machinery_fails_once(problem):
         raise_on_infrastructure_failure(Measurement(runtime_s=float("nan"), ok=False, failure="infrastructure",
                                                     message="worker 1 (pid 4242) died"))
     return np.zeros(problem.graph.n_groups, dtype=np.int64)
+
+
+def best_of(problem, *, tries: int = 5, spread: Literal["uniform", "dirichlet"] = "uniform"):
+    """A third-party method with keyword arguments: the best of ``tries`` random placements drawn with ``spread``."""
+    placements = random_placements(problem.graph, problem.cluster, min(tries, int(problem.budget_left)), problem.rng,
+                                   spread=spread)
+    runtimes = [problem.evaluate(p) for p in placements]
+    return min(zip(placements, runtimes), key=lambda pair: pair[1].runtime_s if pair[1].ok else np.inf)[0]
+
+
+def open_ended(problem, **options):
+    """Takes any keyword (unchecked), and places everything on device 0."""
+    return np.zeros(problem.graph.n_groups, dtype=np.int64)
+
+
+def pinned(problem, *, device: int):
+    """A keyword without a default: every group on ``device``."""
+    return np.full(problem.graph.n_groups, device, dtype=np.int64)

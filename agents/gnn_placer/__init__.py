@@ -29,8 +29,8 @@ The modules, in the order they build on each other:
   and its training; ``refine``: local search on it, which improves a zero-shot placement without evaluations;
 * ``transfer_prior``: :func:`smooth`, the greedy placement decoded again with a cost for the tensors that cross
   devices;
-* ``harness``: :func:`place_zero_shot`, :func:`place_zero_shot_smoothed`, :func:`place_zero_shot_refined`,
-  :func:`place_refined_best_start`, :func:`place_fine_tune`, the ``method(problem)`` adapters;
+* ``harness``: :func:`place`, the ``method(problem)`` adapter: zero-shot, smoothed, refined on the cost model or
+  fine-tuned, as its arguments ask (presets ``place_zero_shot`` ... ``place_fine_tune`` in ``placement_env.PRESETS``);
 * ``cli``: ``python -m agents.gnn_placer`` (``--help``); ``train_cost_model``: ``python -m
   agents.gnn_placer.train_cost_model``; ``memory_margin``: ``python -m agents.gnn_placer.memory_margin``, a
   checkpoint's memory margin, shown or measured again.
@@ -39,8 +39,7 @@ from .checkpoint import (CHECKPOINT_ENV, COST_MODEL_ENV, PRETRAINED, PRETRAINED_
                          load_network, save_checkpoint, save_cost_model)
 from .cost_model import CostInput, CostNet, cost_input
 from .graph_input import DEVICE_SLOTS, GraphInput, graph_input
-from .harness import (place_fine_tune, place_refined_best_start, place_zero_shot, place_zero_shot_refined,
-                      place_zero_shot_smoothed)
+from .harness import place
 from .network import GnnPlacerNet
 from .task import PlacementTask, make_task
 from .trainer import Config, Trainer
@@ -48,6 +47,5 @@ from .trainer import Config, Trainer
 __all__ = [
     "CHECKPOINT_ENV", "COST_MODEL_ENV", "Config", "CostInput", "CostNet", "DEVICE_SLOTS", "GnnPlacerNet", "GraphInput",
     "PRETRAINED", "PRETRAINED_COST_MODEL", "PlacementTask", "Trainer", "cost_input", "graph_input", "load_cost_model",
-    "load_network", "make_task", "place_fine_tune", "place_refined_best_start", "place_zero_shot",
-    "place_zero_shot_refined", "place_zero_shot_smoothed", "save_checkpoint", "save_cost_model",
+    "load_network", "make_task", "place", "save_checkpoint", "save_cost_model",
 ]

@@ -1,23 +1,32 @@
-"""The pre-trained placer as harness methods, ``method(problem) -> placement``
-(``placement-env run --suite generalisation-test --methods agents.gnn_placer:place_zero_shot``).
+"""The pre-trained placer as one harness method, ``method(problem) -> placement``
+(``placement-env run --suite generalisation-test --methods agents.gnn_placer:place``, with arguments
+``agents.gnn_placer:place@refine=best_start``).
 
-``place_zero_shot`` answers without evaluating anything on the graph (any budget, 0 included): the greedy
+By default :func:`place` answers without evaluating anything on the graph (any budget, 0 included): the greedy
 placement of the checkpoint's network, with groups moved off any device whose estimated peak memory is over
 its capacity divided by the checkpoint's memory margin, then groups on the CPU moved to GPUs with room
-(:mod:`.memory_fit`). ``place_zero_shot_smoothed`` is the same with the greedy placement decoded again with a
-cost for the tensors that cross devices (:mod:`.transfer_prior`) before the memory fit.
-``place_zero_shot_refined`` answers without evaluating anything either: the zero-shot placement, improved by local
-search on the learned cost model (``cost_model.pt`` beside this file or
-``$GNN_PLACER_COST_MODEL``; :mod:`.refine`). ``place_refined_best_start`` refines two starts that need no
-evaluation, that placement and MinCut's (fitted into memory the same way, every allowed device equally likely), and
-answers the refined one the cost model predicts faster (a choice made on the validation split: docs/findings.md).
-``place_fine_tune`` evaluates that placement, then trains the
-network on this one graph with the pre-training's update (REINFORCE with self-imitation of the best placement
-so far, :class:`Trainer`) at a lower learning rate, exploring a few groups per sample and moving a few groups of
-the best placement in each update (``FINE_TUNING``), within ``problem.budget`` evaluations, and returns the
-fastest placement it evaluated.
+(:mod:`.memory_fit`). Its arguments:
 
-A checkpoint or cost model these methods cannot use (missing, unreadable, of another version) is a
+* ``smooth=true``: the greedy placement decoded again with a cost for the tensors that cross devices
+  (:mod:`.transfer_prior`, weight ``TRANSFER_PRIOR_WEIGHT``) before the memory fit;
+* ``refine="zero_shot"``: that placement improved by local search on the learned cost model (``cost_model.pt``
+  beside this file, ``$GNN_PLACER_COST_MODEL`` or ``cost_model=``; :mod:`.refine`), still no evaluation;
+  ``refine="best_start"``: that placement and MinCut's (fitted into memory the same way, every allowed device
+  equally likely) each refined, and the one the cost model predicts faster (a choice made on the validation split:
+  docs/findings.md);
+* ``fine_tune=true``: evaluates that placement, then trains the network on this one graph with the
+  pre-training's update (REINFORCE with self-imitation of the best placement so far, :class:`Trainer`) at a lower
+  learning rate, exploring a few groups per sample and moving a few groups of the best placement in each update
+  (``FINE_TUNING``), within ``problem.budget`` evaluations (batches of up to ``samples``), and returns the fastest
+  placement it evaluated;
+* ``checkpoint=PATH``: another network than ``pretrained.pt`` (or ``$GNN_PLACER_CHECKPOINT``).
+
+The presets of ``placement_env.PRESETS`` name the variants the results files hold:
+``agents.gnn_placer:place_zero_shot`` (no arguments), ``:place_zero_shot_smoothed`` (``smooth=true``),
+``:place_zero_shot_refined`` (``refine=zero_shot``), ``:place_refined_best_start`` (``refine=best_start``) and
+``:place_fine_tune`` (``fine_tune=true``).
+
+A checkpoint or cost model the method cannot use (missing, unreadable, of another version) is a
 MethodConfigError (MethodFileNotFoundError when missing) naming the file: the harness records the row as a
 configuration failure, which a rerun does again once the file is fixed.
 """
@@ -26,19 +35,19 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import Annotated, Iterator, Literal, NamedTuple
 
 import numpy as np
 
 from agents.common.torch_threads import on_harness_threads
-from placement_env import Problem, resolve_method
+from placement_env import Bounds, Problem, resolve_method
 from placement_env.errors import CheckpointMismatchError, MethodConfigError, MethodFileNotFoundError
 
 from .checkpoint import HOW_TO_TRAIN, checkpoint_path, load_cost_model, load_network
 from .cost_model import CostNet, cost_input
 from .memory_fit import ESTIMATE, fit_in_memory, return_to_gpus
 from .network import GnnPlacerNet
-from .refine import refine
+from .refine import refine as refine_on
 from .task import PlacementTask, make_task
 from .trainer import Config, Trainer
 from .transfer_prior import TRANSFER_PRIOR_WEIGHT, smooth
@@ -83,7 +92,7 @@ def refined_starts(trainer: Trainer, task: PlacementTask, cost: CostNet, margin:
     inputs = cost_input(task.problem)
     starts = {"zero-shot": zero_shot(trainer, task, margin, transfer_prior),
               "mincut": mincut_start(task.problem, margin)}
-    refined = {name: refine(task.problem, start, cost, inputs, margin=margin) for name, start in starts.items()}
+    refined = {name: refine_on(task.problem, start, cost, inputs, margin=margin) for name, start in starts.items()}
     predicted = cost.predict(inputs, np.stack([placement for placement, _ in refined.values()]))
     return {name: Refined(starts[name], placement, moves, float(p))
             for (name, (placement, moves)), p in zip(refined.items(), predicted)}
@@ -132,50 +141,37 @@ def _cost_model(path: Path | None) -> CostNet:
         return load_cost_model(path)[0]
 
 
-@on_harness_threads
-def place_zero_shot(problem: Problem, *, checkpoint: Path | None = None) -> np.ndarray:
-    """Harness method: the checkpoint's greedy placement, fitted into memory (no evaluation)."""
-    net, config, margin = _network(checkpoint)
-    return zero_shot(Trainer(net, config), make_task(problem), margin)
+Refine = Literal["none", "zero_shot", "best_start"]
 
 
 @on_harness_threads
-def place_zero_shot_smoothed(problem: Problem, *, checkpoint: Path | None = None) -> np.ndarray:
-    """Harness method: :func:`place_zero_shot` with the greedy placement decoded again with the transfer prior
-    (``TRANSFER_PRIOR_WEIGHT``, chosen on the validation split) before the memory fit (no evaluation)."""
+def place(problem: Problem, *, smooth: bool = False, refine: Refine = "none", fine_tune: bool = False,
+          samples: Annotated[int, Bounds(1)] = 16, checkpoint: Path | None = None,
+          cost_model: Path | None = None) -> np.ndarray:
+    """Harness method: the checkpoint's greedy placement fitted into memory, decoded with the transfer prior
+    (``smooth``), refined on the cost model (``refine``) and fine-tuned within the budget (``fine_tune``) as asked
+    (see the module docstring)."""
     net, config, margin = _network(checkpoint)
-    return zero_shot(Trainer(net, config), make_task(problem), margin, TRANSFER_PRIOR_WEIGHT)
-
-
-@on_harness_threads
-def place_zero_shot_refined(problem: Problem, *, checkpoint: Path | None = None,
-                            cost_model: Path | None = None) -> np.ndarray:
-    """Harness method: the zero-shot placement, refined by local search on the cost model (no evaluation)."""
-    net, config, margin = _network(checkpoint)
-    cost = _cost_model(cost_model)
-    start = zero_shot(Trainer(net, config), make_task(problem), margin)
-    return refine(problem, start, cost, cost_input(problem), margin=margin)[0]
-
-
-@on_harness_threads
-def place_refined_best_start(problem: Problem, *, checkpoint: Path | None = None,
-                             cost_model: Path | None = None) -> np.ndarray:
-    """Harness method: the zero-shot placement and MinCut's, each refined on the cost model; the one predicted
-    faster (no evaluation)."""
-    net, config, margin = _network(checkpoint)
-    refined = refined_starts(Trainer(net, config), make_task(problem), _cost_model(cost_model), margin)
-    return refined[best_start(refined)].placement
-
-
-@on_harness_threads
-def place_fine_tune(problem: Problem, *, checkpoint: Path | None = None, samples: int = 16) -> np.ndarray:
-    """Harness method: from the checkpoint, REINFORCE on ``problem`` alone within its budget (batches of up to
-    ``samples``, smaller for small budgets so there are at least 10 updates); the best placement evaluated."""
-    net, config, margin = _network(checkpoint)
+    cost = None if refine == "none" else _cost_model(cost_model)
     task = make_task(problem)
-    trainer = Trainer(net, dataclasses.replace(config, **FINE_TUNING),
-                      seed=int(problem.rng.integers(2**31 - 1)))
-    start = zero_shot(trainer, task, margin)
+    if fine_tune:
+        trainer = Trainer(net, dataclasses.replace(config, **FINE_TUNING), seed=int(problem.rng.integers(2**31 - 1)))
+    else:
+        trainer = Trainer(net, config)
+    prior = TRANSFER_PRIOR_WEIGHT if smooth else 0.0
+    if cost is None:
+        start = zero_shot(trainer, task, margin, prior)
+    elif refine == "zero_shot":
+        start = refine_on(problem, zero_shot(trainer, task, margin, prior), cost, cost_input(problem), margin=margin)[0]
+    else:
+        refined = refined_starts(trainer, task, cost, margin, prior)
+        start = refined[best_start(refined)].placement
+    return _fine_tune(problem, trainer, task, start, samples) if fine_tune else start
+
+
+def _fine_tune(problem: Problem, trainer: Trainer, task: PlacementTask, start: np.ndarray, samples: int) -> np.ndarray:
+    """Evaluate ``start``, then REINFORCE on ``problem`` alone within its budget (batches of up to ``samples``,
+    smaller for small budgets so there are at least 10 updates); the best placement evaluated."""
     left = problem.budget_left if problem.budget is not None else DEFAULT_FINE_TUNE_BUDGET
     if left >= 1:
         problem.evaluate(start)

@@ -17,14 +17,15 @@ The modules, in the order they build on each other:
 * ``checkpoint``: the checkpoint format, saving, loading, and the checks before a resume;
 * ``warm_start``: imitating a baseline's placement before training;
 * ``training``: :func:`train` on a benchmark, with its run folder;
-* ``harness``: :func:`place`, :func:`place_self_imitation`, :func:`place_warm_start`, the ``method(problem)``
-  adapters (``placement-env run --methods agents.reinforce_seq2seq:place``);
+* ``harness``: :func:`place`, the ``method(problem)`` adapter (``placement-env run --methods
+  agents.reinforce_seq2seq:place``; its presets ``:place_self_imitation`` and ``:place_warm_start`` are in
+  ``placement_env.PRESETS``);
 * ``cli``: ``python -m agents.reinforce_seq2seq`` (``--help``).
 """
 from .checkpoint import CHECKPOINT, CHECKPOINT_FORMAT, load_checkpoint
 from .cli import main
 from .config import FINE_TUNING, SELF_IMITATION, Config
-from .harness import place, place_self_imitation, place_warm_start
+from .harness import place
 from .policy import Seq2SeqPolicy, group_features, problem_features
 from .trainer import Trainer
 from .training import TrainResult, train
@@ -33,5 +34,5 @@ from .warm_start import WARM_START_CANDIDATES, warm_start
 __all__ = [
     "CHECKPOINT", "CHECKPOINT_FORMAT", "FINE_TUNING", "SELF_IMITATION", "WARM_START_CANDIDATES", "Config",
     "Seq2SeqPolicy", "TrainResult", "Trainer", "group_features", "load_checkpoint", "main", "place",
-    "place_self_imitation", "place_warm_start", "problem_features", "train", "warm_start",
+    "problem_features", "train", "warm_start",
 ]

@@ -6,7 +6,8 @@ and range of the best runtime over seeds, the evaluations and wall time spent, a
 number of evaluations after which the method was faster than the expert placement (from the
 row's ``anytime`` record: the best-so-far after each improvement). The chart draws best-so-far
 against evaluations and against wall time per task, with the expert, the best zero-budget
-heuristic and the lower bound as lines.
+heuristic and the lower bound as lines. Methods are told apart by their labels with arguments
+(``results.method_label``).
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 import numpy as np
 
 from ..render.table import markdown_row, plot_text
+from .results import method_label
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -43,7 +45,7 @@ def references(rows: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]
         if searches(row) or not _ok(row):
             continue
         runtime = float(row["runtime_s"])
-        if row["method"] == "expert":
+        if method_label(row) == "expert":
             entry["expert"] = runtime if entry["expert"] is None else min(entry["expert"], runtime)
         if entry["best_heuristic"] is None or runtime < entry["best_heuristic"]:
             entry["best_heuristic"] = runtime
@@ -61,12 +63,12 @@ def evaluations_to_beat(row: dict[str, Any], target: float | None) -> int | None
 
 
 def leaderboard_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One entry per (task, method, budget) of searching rows, plus one per zero-budget heuristic."""
+    """One entry per (task, method label, budget) of searching rows, plus one per zero-budget heuristic."""
     refs = references(rows)
     groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         budget = row["budget"] if searches(row) else HEURISTIC_BUDGET
-        groups[(row["task"], row["method"], budget)].append(row)
+        groups[(row["task"], method_label(row), budget)].append(row)
     entries = []
     for (task, method, budget), members in groups.items():
         runtimes = [float(r["runtime_s"]) for r in members if _ok(r)]
@@ -151,7 +153,7 @@ def _curves(rows: list[dict[str, Any]], budget: int | None) -> dict[str, dict[st
     by_key: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         if searches(row) and row.get("anytime"):
-            by_key[(row["task"], row["method"])].append(row)
+            by_key[(row["task"], method_label(row))].append(row)
     out: dict[str, dict[str, tuple]] = defaultdict(dict)
     for (task, method), members in by_key.items():
         top = max(r["budget"] for r in members) if budget is None else budget
@@ -178,8 +180,8 @@ def _best_so_far(trace: np.ndarray, column: int, grid: np.ndarray) -> np.ndarray
 
 
 def budget_pivot(rows: list[dict[str, Any]], methods: list[str], budgets: list[int]) -> str:
-    """Markdown, one row per task: the best zero-budget heuristic, then each of ``methods`` at each of
-    ``budgets`` as the mean best runtime over seeds (and the number of seeds); the fastest mean in bold."""
+    """Markdown, one row per task: the best zero-budget heuristic, then each of ``methods`` (labels, as
+    ``results.method_label`` gives them) at each of ``budgets`` as the mean best runtime over seeds (and the number of seeds); the fastest mean in bold."""
     refs = references(rows)
     cells: dict[tuple[str, str, int], dict[str, Any]] = {
         (e["task"], e["method"], e["budget"]): e for e in leaderboard_rows(rows)}

@@ -1,10 +1,12 @@
 """The paper-style table and plots from a results file.
 
 Rows are tasks (model x #GPUs); columns are the built-in baselines, the best learned / third-party
-method (any method that is not a built-in baseline) at one budget, the lower bound, and that method's gain
-over the best baseline. A baseline's cell is its best successful runtime over seeds and budgets, or why it
-failed; the agent's cell names its budget (when it spent evaluations) and gives its mean over the seeds
-run at that budget when there were more than one.
+method (any method that is not built in: ``BUILT_IN_METHODS``, with any arguments) at one budget, the
+lower bound, and that method's gain over the best baseline. A baseline's cell is its best successful
+runtime over seeds and budgets, or why it failed; the agent's cell names its budget (when it spent
+evaluations) and gives its mean over the seeds run at that budget when there were more than one. A
+method is labelled with its arguments (``results.method_label``: ``name@key=value,...``), so two
+parameterisations are two methods.
 """
 from __future__ import annotations
 
@@ -19,10 +21,10 @@ from ..benchmarks import load_benchmark
 from ..cluster import load_cluster
 from ..evaluation import Evaluator
 from ..output_paths import OutputFolder, file_name_part
-from ..problem import METHODS
+from ..problem import BUILT_IN_METHODS
 from ..render.table import markdown_row, markdown_text, plot_text
 from .leaderboard import anytime_figure, leaderboard_table, png, searches
-from .results import read_rows
+from .results import method_label, read_rows
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -49,23 +51,24 @@ def _cell(row: dict[str, Any] | None) -> str:
 
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """{task: {"best": best row per method, "agent": best non-baseline row, "agent_runtimes": the successful
+    """{task: {"best": best row per method label, "agent": best non-baseline row, "agent_runtimes": the successful
     runtimes over seeds of that method at that row's budget, ...}} in file order."""
-    builtin = set(METHODS)  # every built-in method is a baseline; anything else is an agent
+    builtin = set(BUILT_IN_METHODS)  # every built-in method (with any arguments) is a baseline; the rest agents
     tasks: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for row in rows:
-        tasks.setdefault(row["task"], {}).setdefault(row["method"], []).append(row)
+        tasks.setdefault(row["task"], {}).setdefault(method_label(row), []).append(row)
     summary = {}
     for task, by_method in tasks.items():
-        best = {method: _best(method_rows) for method, method_rows in by_method.items()}
-        agents = [r for m, r in best.items() if m not in builtin and r is not None and r["ok"]]
-        baselines = [r for m, r in best.items() if m in builtin and r is not None and r["ok"]]
+        best = {label: _best(method_rows) for label, method_rows in by_method.items()}
+        found = [r for r in best.values() if r is not None and r["ok"]]
+        agents = [r for r in found if r["method"] not in builtin]
+        baselines = [r for r in found if r["method"] in builtin]
         any_row = next(iter(by_method.values()))[0]
         agent = min(agents, key=lambda r: r["runtime_s"]) if agents else None
         summary[task] = {
             "best": best,
             "agent": agent,
-            "agent_runtimes": [] if agent is None else [r["runtime_s"] for r in by_method[agent["method"]]
+            "agent_runtimes": [] if agent is None else [r["runtime_s"] for r in by_method[method_label(agent)]
                                                         if r["ok"] and r.get("budget") == agent.get("budget")],
             "best_baseline": min(baselines, key=lambda r: r["runtime_s"]) if baselines else None,
             "lower_bound_s": any_row["lower_bound_s"], "cluster": any_row["cluster"], "benchmark": any_row["benchmark"],
@@ -82,7 +85,7 @@ def _at_budget(row: dict[str, Any]) -> str:
 def markdown_table(rows: list[dict[str, Any]]) -> str:
     """The paper-style comparison table as markdown."""
     summary = summarise(rows)
-    present = {row["method"] for row in rows}
+    present = {method_label(row) for row in rows}
     columns = [(m, label) for m, label in BASELINE_COLUMNS if m in present]
     header = ["task", *(label for _, label in columns), "best agent", "lower bound", "agent vs best baseline"]
     lines = [markdown_row(header), "|" + "---|" * len(header)]
@@ -91,8 +94,8 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
         gain = "-"
         if agent is not None and baseline is not None:
             gain = (f"{(baseline['runtime_s'] - agent['runtime_s']) / baseline['runtime_s']:+.1%} (vs "
-                    f"{baseline['method']}{_at_budget(baseline)}, {baseline['runtime_s']:.3g})")
-        agent_cell = "-" if agent is None else f"{agent['runtime_s']:.3g} ({agent['method']}{_at_budget(agent)})"
+                    f"{method_label(baseline)}{_at_budget(baseline)}, {baseline['runtime_s']:.3g})")
+        agent_cell = "-" if agent is None else f"{agent['runtime_s']:.3g} ({method_label(agent)}{_at_budget(agent)})"
         if len(info["agent_runtimes"]) > 1:
             agent_cell += f"; mean {np.mean(info['agent_runtimes']):.3g} over {len(info['agent_runtimes'])} seeds"
         cells = [task, *(_cell(info["best"].get(m)) for m, _ in columns), agent_cell,
@@ -160,6 +163,7 @@ def write_report(results: str | os.PathLike, out_dir: str | os.PathLike, *, gant
                 m = Evaluator(graph, cluster)(best["placement"], schedule=True)
                 name = f"gantt-{file_name_part(task)}.png"
                 out.write(name, png(gantt_figure(graph, cluster, m)))
-                lines += [f"## {markdown_text(task)}: {markdown_text(best['method'])} ({best['runtime_s']:.3g} s)", "",
+                lines += [f"## {markdown_text(task)}: {markdown_text(method_label(best))} ({best['runtime_s']:.3g} s)",
+                          "",
                           f"![{markdown_text(task)}]({name})", ""]
         return out.write("report.md", "\n".join(lines).encode("utf-8"))

@@ -1,7 +1,10 @@
 """The results file: one JSON object per line, appended row by row, so an interrupted run loses nothing.
 
 Every command reads a results file through :func:`read_results`, which checks each row (types, ranges,
-one row per key) and names the file and line of whatever it refuses. A run resumes through
+one row per key) and names the file and line of whatever it refuses. A row names its method as it was given
+(``method``: a built-in name, a preset or ``module:callable``) and the arguments given with it (``method_args``,
+a JSON object; rows written before methods took arguments have none, which is the same as ``{}``); the two make
+the method's label, ``name@key=value,...`` (:func:`method_label`). A run resumes through
 :class:`ResultsWriter`, the only writer, which refuses a second row for a finished key.
 """
 from __future__ import annotations
@@ -19,15 +22,18 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator, NamedTuple
 
-from ..errors import ResultsBusyError, ResultsFormatError
+from ..errors import MethodArgumentError, ResultsBusyError, ResultsFormatError
 from ..cluster import Cluster
 from ..evaluation import RUNTIMES
 from ..output_paths import open_output_file
 from ..placement import INFRASTRUCTURE
+from ..problem import MethodSpec
 from ..runtime.simulated import SIMULATOR_VERSION
 
 COLUMNS = ("suite", "task", "benchmark", "cluster", "runtime", "method", "seed", "budget", "placement",
            "runtime_s", "ok", "failure", "message", "evaluations", "wall_s", "lower_bound_s", "versions")
+# Columns a row may lack (rows written before they were recorded): the best-so-far record and the method's arguments.
+OPTIONAL_COLUMNS = ("anytime", "method_args")
 # The failure of a row whose method could not run as configured (a MethodConfigError): like an infrastructure
 # failure, it says nothing about the method on the task, so it is not finished work and a rerun does it again.
 CONFIGURATION = "configuration"
@@ -81,10 +87,21 @@ def versions(cluster: Cluster | None = None) -> dict[str, str]:
     return found
 
 
+def method_spec(row: dict[str, Any]) -> MethodSpec:
+    """The method of a checked row with its arguments (none for a row from before they were recorded)."""
+    return MethodSpec(row["method"], row.get("method_args") or {})
+
+
+def method_label(row: dict[str, Any]) -> str:
+    """The label of a checked row's method: its name, and its arguments as ``name@key=value,...`` (keys sorted),
+    so that two parameterisations of a method are two methods in tables and keys."""
+    return str(method_spec(row))
+
+
 def row_key(row: dict[str, Any]) -> tuple:
-    """What makes a row unique in a results file: (suite, task, method, seed, budget), so one file can
-    hold a method at several budgets."""
-    return (row["suite"], row["task"], row["method"], row["seed"], row["budget"])
+    """What makes a row unique in a results file: (suite, task, method label, seed, budget), so one file can
+    hold a method at several budgets and with several arguments."""
+    return (row["suite"], row["task"], method_label(row), row["seed"], row["budget"])
 
 
 def finished(row: dict[str, Any]) -> bool:
@@ -136,7 +153,8 @@ def check_row(row: Any, where: str) -> dict[str, Any]:
         raise ResultsFormatError(f"{where}: expected a JSON object, got {type(row).__name__}")
     missing = [c for c in COLUMNS if c not in row]
     if missing:
-        raise ResultsFormatError(f"{where}: missing column(s) {', '.join(missing)}; a row has {', '.join(COLUMNS)}")
+        raise ResultsFormatError(f"{where}: missing column(s) {', '.join(missing)}; a row has {', '.join(COLUMNS)} "
+                                 f"(and may have {', '.join(OPTIONAL_COLUMNS)})")
     for column in ("suite", "task", "benchmark", "method"):
         _check_text(row, column, where, empty=False)
     for column in ("failure", "message"):
@@ -170,7 +188,21 @@ def check_row(row: Any, where: str) -> dict[str, Any]:
         raise ResultsFormatError(f"{where}: versions = {show(row['versions'])}; expected a JSON object")
     if "anytime" in row:
         _check_anytime(row["anytime"], where)
+    _check_method(row, where)
     return row
+
+
+def _check_method(row: dict[str, Any], where: str) -> None:
+    """The method's name has no '@' and its arguments (``method_args``, if the row has them) are a JSON object of
+    identifiers to JSON values with finite numbers, as :class:`MethodSpec` takes them."""
+    args = row.get("method_args", {})
+    if not isinstance(args, dict):
+        raise ResultsFormatError(f"{where}: method_args = {show(args)}; expected a JSON object of argument name to "
+                                 "value")
+    try:
+        MethodSpec(row["method"], args)
+    except MethodArgumentError as error:
+        raise ResultsFormatError(f"{where}: method {show(row['method'])}, method_args {show(args)}: {error}") from None
 
 
 class TornTail(NamedTuple):

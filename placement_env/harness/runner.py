@@ -1,5 +1,11 @@
 """Run placement methods over a suite: one row per (task, method, seed), appended as it finishes.
 
+A method is a spec (``pe.method``): a name of ``BUILT_IN_METHODS`` or ``PRESETS`` or ``"module:callable"``,
+with keyword arguments written ``name@key=value,key=value`` or given as a MethodSpec; every spec is checked
+against its method before any run starts. "all" stands for ``BUILT_IN_METHODS`` (the built-in methods and the
+presets of built-in methods, the same names as before methods took arguments). A row records the method as given
+(``method``) and its arguments (``method_args``).
+
 A rerun with the same results file skips the rows already there, so an interrupted run resumes
 without redoing or losing finished work. A method that raises (e.g. the expert has no placement
 for a synthetic graph) gives a row with ``failure="method_error"`` and its message; the run goes
@@ -22,21 +28,23 @@ from ..cluster import Cluster, load_cluster
 from ..errors import InfrastructureError, MethodConfigError
 from ..evaluation import Evaluator
 from ..placement import INFRASTRUCTURE, Measurement
-from ..problem import METHODS, Problem, resolve_method, solve
+from ..problem import BUILT_IN_METHODS, MethodSpec, Problem, method, solve
 from .results import CONFIGURATION, ResultsWriter, expected_number, versions
 from .suites import Task, load_suite
 
 DEFAULT_BUDGET = 100  # runtime evaluations per method and task (methods that search use them)
 
 
-def _method_names(methods: Sequence[str]) -> list[str]:
-    names = list(METHODS) if list(methods) == ["all"] else list(methods)
-    if not names:
+def _method_specs(methods: Sequence[str | MethodSpec]) -> list[MethodSpec]:
+    """Every method checked (``pe.method``), "all" given as ``BUILT_IN_METHODS``: before any work."""
+    if isinstance(methods, (str, MethodSpec)):
+        raise ValueError(f"methods={methods!r}; expected a list of methods, e.g. [{str(methods)!r}]")
+    given = [name for entry in methods for name in (BUILT_IN_METHODS if entry == "all" else [entry])]
+    if not given:
         raise ValueError("no methods given; name at least one (or 'all')")
-    _refuse_repeats("methods", names)
-    for name in names:
-        resolve_method(name)  # fail before any work on an unknown name
-    return names
+    specs = [method(entry) for entry in given]
+    _refuse_repeats("methods", [str(spec) for spec in specs])
+    return specs
 
 
 def _refuse_repeats(parameter: str, values: Sequence[Any]) -> None:
@@ -46,14 +54,15 @@ def _refuse_repeats(parameter: str, values: Sequence[Any]) -> None:
         raise ValueError(f"{parameter}={list(values)!r}: {', '.join(repeated)} given more than once; give each once")
 
 
-def _row(suite: str, task: Task, cluster: Cluster, method: str, seed: int, budget: int, placement: list[int],
+def _row(suite: str, task: Task, cluster: Cluster, spec: MethodSpec, seed: int, budget: int, placement: list[int],
          m: Measurement | None, evaluations: int, wall_s: float, lower_bound_s: float, failure: str = "",
          message: str = "", anytime: tuple = ()) -> dict[str, Any]:
     ok = m is not None and m.ok
     runtime_s = float(m.runtime_s) if m is not None and math.isfinite(m.runtime_s) else None
     return {
         "suite": suite, "task": task.name, "benchmark": task.benchmark, "cluster": task.cluster,
-        "runtime": task.runtime, "method": method, "seed": seed, "budget": budget, "placement": placement,
+        "runtime": task.runtime, "method": spec.name, "method_args": dict(spec.args), "seed": seed, "budget": budget,
+        "placement": placement,
         "runtime_s": runtime_s, "ok": ok, "failure": failure or (m.failure if m is not None else ""),
         "message": message or (m.message if m is not None else ""), "evaluations": evaluations,
         "wall_s": wall_s, "lower_bound_s": lower_bound_s, "versions": versions(cluster),
@@ -62,11 +71,12 @@ def _row(suite: str, task: Task, cluster: Cluster, method: str, seed: int, budge
     }
 
 
-def run_suite(suite: str, methods: Sequence[str], results: str | os.PathLike, *, budget: int = DEFAULT_BUDGET,
-              seeds: Sequence[int] = (0,), progress: bool = True) -> list[dict[str, Any]]:
-    """Run every method on every task of ``suite`` for every seed; return the rows written now."""
+def run_suite(suite: str, methods: Sequence[str | MethodSpec], results: str | os.PathLike, *,
+              budget: int = DEFAULT_BUDGET, seeds: Sequence[int] = (0,), progress: bool = True) -> list[dict[str, Any]]:
+    """Run every method (a spec as ``pe.method`` takes it, or "all") on every task of ``suite`` for every seed;
+    return the rows written now."""
     tasks = load_suite(suite)
-    names = _method_names(methods)
+    specs = _method_specs(methods)
     if expected_number(budget, integer=True):
         raise ValueError(f"budget={budget!r}; expected a number of runtime evaluations >= 0 (0: zero-shot, "
                          f"methods that evaluate nothing)")
@@ -77,12 +87,12 @@ def run_suite(suite: str, methods: Sequence[str], results: str | os.PathLike, *,
             raise ValueError(f"seeds={seeds!r}: seed {seed!r}; {expected}")
     _refuse_repeats("seeds", seeds)
     with ResultsWriter(results) as writer:
-        todo = [(task, name, seed) for task in tasks for name in names for seed in seeds
-                if (suite, task.name, name, seed, budget) not in writer.finished]
+        todo = [(task, spec, seed) for task in tasks for spec in specs for seed in seeds
+                if (suite, task.name, str(spec), seed, budget) not in writer.finished]
         evaluators: dict[str, Evaluator] = {}
         try:
-            return [_run_one(suite, task, name, seed, budget, writer, evaluators)
-                    for task, name, seed in _progress(todo, suite, progress)]
+            return [_run_one(suite, task, spec, seed, budget, writer, evaluators)
+                    for task, spec, seed in _progress(todo, suite, progress)]
         finally:
             for evaluator in evaluators.values():
                 evaluator.close()
@@ -92,12 +102,12 @@ def _progress(todo: list, suite: str, progress: bool) -> Iterator:
     """``todo`` with a progress bar that names the run in hand."""
     bar = tqdm(todo, desc=f"suite {suite}", unit="run", disable=not progress)
     for item in bar:
-        task, name, seed = item
-        bar.set_postfix_str(f"{task.name} {name} seed {seed}")
+        task, spec, seed = item
+        bar.set_postfix_str(f"{task.name} {spec} seed {seed}")
         yield item
 
 
-def _run_one(suite: str, task: Task, name: str, seed: int, budget: int, writer: ResultsWriter,
+def _run_one(suite: str, task: Task, spec: MethodSpec, seed: int, budget: int, writer: ResultsWriter,
              evaluators: dict[str, Evaluator]) -> dict[str, Any]:
     """Run one method on one task and seed, append its row (a method that raises gives a method_error row, or
     an infrastructure or configuration row that a rerun does again)."""
@@ -108,19 +118,19 @@ def _run_one(suite: str, task: Task, name: str, seed: int, budget: int, writer: 
     problem = Problem(graph=evaluator.graph, cluster=evaluator.cluster, evaluator=evaluator,
                       benchmark=task.benchmark, budget=budget, rng=np.random.default_rng(seed))
     try:
-        solution = solve(name, problem)
+        solution = solve(spec, problem)
     except InfrastructureError as error:  # not the method's failure: recorded, and redone by a rerun
-        row = _row(suite, task, evaluator.cluster, name, seed, budget, [], None, problem.evaluations, 0.0,
+        row = _row(suite, task, evaluator.cluster, spec, seed, budget, [], None, problem.evaluations, 0.0,
                    evaluator.lower_bound(), failure=INFRASTRUCTURE, message=str(error))
     except MethodConfigError as error:  # the method's configuration, not its result: redone by a rerun too
-        row = _row(suite, task, evaluator.cluster, name, seed, budget, [], None, problem.evaluations, 0.0,
+        row = _row(suite, task, evaluator.cluster, spec, seed, budget, [], None, problem.evaluations, 0.0,
                    evaluator.lower_bound(), failure=CONFIGURATION, message=str(error))
     except Exception as error:  # noqa: BLE001 - any method failure is recorded, never fatal
-        row = _row(suite, task, evaluator.cluster, name, seed, budget, [], None, problem.evaluations, 0.0,
+        row = _row(suite, task, evaluator.cluster, spec, seed, budget, [], None, problem.evaluations, 0.0,
                    evaluator.lower_bound(), failure="method_error", message=f"{type(error).__name__}: {error}")
     else:
         m = evaluator(solution.placement)
-        row = _row(suite, task, evaluator.cluster, name, seed, budget, solution.placement.tolist(), m,
+        row = _row(suite, task, evaluator.cluster, spec, seed, budget, solution.placement.tolist(), m,
                    solution.evaluations, solution.wall_s, evaluator.lower_bound(), anytime=solution.improvements)
     writer.append(row)
     return row

@@ -9,6 +9,9 @@ that is now defined differently (a preset that was recalibrated), is not replaye
 as *stale*, with both versions, instead of as a mismatch. Rows from before versions were recorded
 are replayed.
 
+The replay measures the row's placement; the method is not run again, so a row is replayed the same
+whatever its method and arguments (``method``, ``method_args``), which need not be importable here.
+
 A results file is third-party input, so ``validate`` replays only what runs on this machine and
 connects to nothing: ``sim`` and ``grappler`` rows in this process, ``measured`` rows on local
 workers of a ``local:N`` cluster (in their private network namespace), each measurement tried once
@@ -34,7 +37,7 @@ from ..errors import DriverError, InvalidPlacementError, IsolationError, Placeme
 from ..evaluation import Evaluator
 from ..placement import INFRASTRUCTURE, Measurement
 from ..runtime.simulated import SIMULATOR_VERSION, model_changed_since
-from .results import expected_number, read_results, show
+from .results import expected_number, method_label, read_results, show
 
 DEFAULT_MEASURED_TOLERANCE = 0.2
 
@@ -185,7 +188,7 @@ def validate(results: str | os.PathLike, *, tolerance: float = DEFAULT_MEASURED_
                 m = evaluator(row["placement"])
             except InvalidPlacementError as error:
                 raise ResultsFormatError(f"{results}:{number}: the row of task {show(row['task'])}, method "
-                                         f"{show(row['method'])}: {error}") from None
+                                         f"{show(method_label(row))}: {error}") from None
             except (IsolationError, DriverError) as error:  # no local workers can run here: skip the rest too
                 replayers.refuse(row, f"cannot be measured here: {error}")
                 mismatches.append(Mismatch(number, row, f"cannot be measured here: {error}", skipped=True))
