@@ -8,6 +8,13 @@ runs a method and reports the placement, the evaluations it used and its wall ti
 A method is any callable taking a Problem and returning one device index per group (an int
 array of length ``problem.graph.n_groups``). Third-party methods plug in by import path,
 ``"package.module:function"`` (see :func:`resolve_method`).
+
+A method may take keyword-only arguments; a *method spec* names one with its arguments:
+``pe.method("hill_climbing", start="best_heuristic")`` in Python, ``hill_climbing@start=best_heuristic``
+on the command line (:class:`MethodSpec`; ``@`` because ``:`` already separates a module from its
+callable and no shell expands ``@``, ``,`` or ``=``). A spec is checked against the method's signature
+when it is made, before any run. ``PRESETS`` names built-in variants (``hill_climbing_warm``, the
+agents' former wrappers), each one method with arguments.
 """
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Benchmark harness: suites x methods x seeds -> a results file -> validate -> table and plots.
 
     from placement_env.harness import run_suite, validate, write_report
-    run_suite("tiny", ["single_gpu", "heft", "mypackage.agent:place"], "results.jsonl", budget=100, seeds=[0, 1])
+    run_suite("tiny", ["single_gpu", "heft", "hill_climbing@max_groups=2", "mypackage.agent:place"], "results.jsonl",
+              budget=100, seeds=[0, 1])   # a method with arguments: name@key=value,... or pe.method(name, key=value)
     validate("results.jsonl")          # (rows replayed, rows that do not reproduce, are stale or skipped)
     write_report("results.jsonl", "report/")
 """
