@@ -23,6 +23,7 @@ import importlib
 import inspect
 import json
 import math
+import numbers
 import os
 import re
 import time
@@ -320,11 +321,13 @@ def _json_value(value: Any, where: str, depth: int = 0) -> Any:
     for anything JSON cannot hold (a non-finite number, an object, a non-string key)."""
     if depth > _MAX_DEPTH:
         raise MethodArgumentError(f"{where}: nested more than {_MAX_DEPTH} deep")
-    if value is None or isinstance(value, (bool, str)):
+    if value is None or isinstance(value, bool):
         return value
-    if isinstance(value, int):
+    if isinstance(value, str):
+        return _text(value, where)
+    if isinstance(value, numbers.Integral):  # an int, or a numpy integer
         return int(value)
-    if isinstance(value, float):
+    if isinstance(value, numbers.Real):
         if not math.isfinite(value):
             raise MethodArgumentError(f"{where}={value!r}; expected a finite number")
         return float(value)
@@ -335,9 +338,18 @@ def _json_value(value: Any, where: str, depth: int = 0) -> Any:
     if isinstance(value, Mapping):
         if not all(isinstance(k, str) for k in value):
             raise MethodArgumentError(f"{where}={value!r}; expected an object with string keys")
-        return {k: _json_value(v, f"{where}[{k!r}]", depth + 1) for k, v in value.items()}
+        return {_text(k, where): _json_value(v, f"{where}[{k!r}]", depth + 1) for k, v in value.items()}
     raise MethodArgumentError(f"{where}={value!r} ({type(value).__name__}); expected a JSON value: null, true or "
                               "false, a number, a string, a list or an object")
+
+
+def _text(value: str, where: str) -> str:
+    """``value`` if it is Unicode text (no lone surrogate, which no UTF-8 file or terminal can hold)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise MethodArgumentError(f"{where}={value!r} holds a lone surrogate; expected Unicode text") from None
+    return value
 
 
 def parse_value(text: str, where: str = "value") -> Any:

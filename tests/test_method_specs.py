@@ -81,6 +81,7 @@ def test_the_python_spelling_makes_the_same_spec():
         spec.args["max_groups"] = 3
     with pytest.raises(MethodArgumentError, match="expected a JSON value"):
         MethodSpec("m:f", {"x": object()})
+    assert str(MethodSpec("m:f", {"n": np.int64(3), "x": np.float32(0.5)})) == "m:f@n=3,x=0.5"
     with pytest.raises(UnknownMethodError, match="unknown method 'hill_climbin@start=scratch'"):
         pe.method("hill_climbin@start=scratch")
 
@@ -195,6 +196,7 @@ GOOD = {"suite": "tiny", "task": "t-2gpu", "benchmark": "rnnlm-tiny", "cluster":
     ({"method_args": None}, "method_args = None; expected a JSON object"),
     ({"method_args": {"1x": 1}}, "argument name '1x'; expected a Python identifier"),
     ({"method_args": {"x": math.nan}}, "x=nan; expected a finite number"),
+    ({"method_args": {"x": "\ud800"}}, "holds a lone surrogate; expected Unicode text"),
     ({"method_args": {"x": json.loads("[" * 18 + "1" + "]" * 18)}}, "nested more than 16 deep"),
     ({"method": "single_gpu@x=1"}, "expected a non-empty name without '@'"),
     ({"method": " single_gpu"}, "expected a non-empty name without '@' or surrounding spaces"),
