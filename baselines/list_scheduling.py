@@ -102,8 +102,8 @@ def group_dag(problem: Problem) -> GroupDag:
     kinds = np.array([d.kind for d in cluster.devices])
     preferred = kinds == "GPU" if (kinds == "GPU").any() else np.ones(n_dev, dtype=bool)
     return GroupDag(seconds=np.array(groups.seconds), memory=groups.memory_bytes.astype(np.float64),
-                    allowed=np.asarray(problem.allowed, dtype=bool), preds=preds, pred_bytes=pred_bytes, succs=succs, succ_bytes=succ_bytes,
-                    sources=sources, source_bytes=source_bytes,
+                    allowed=np.asarray(problem.allowed, dtype=bool), preds=preds, pred_bytes=pred_bytes, succs=succs,
+                    succ_bytes=succ_bytes, sources=sources, source_bytes=source_bytes,
                     bandwidth=np.asarray(cluster.bandwidth, dtype=np.float64),
                     latency=np.asarray(cluster.latency, dtype=np.float64),
                     capacity=np.asarray(cluster.memory_bytes, dtype=np.float64), preferred=preferred)

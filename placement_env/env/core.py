@@ -53,8 +53,8 @@ from ..grouping import DEFAULT_MAX_GROUPS, group_ops
 from ..opgraph import OpGraph
 from ..placement import Measurement, allowed_devices, check_placement, raise_on_infrastructure_failure, single_device
 from .checks import (MODES, OPTION_KEYS, check_dense_reward_mode, check_env_measured_options, check_evaluator,
-                     check_flag, check_improve_steps, check_max_groups, check_mode, check_pad_edges_needs_graph_observation,
-                     check_pad_to, check_render_mode, check_reset_options)
+                     check_flag, check_improve_steps, check_max_groups, check_mode,
+                     check_pad_edges_needs_graph_observation, check_pad_to, check_render_mode, check_reset_options)
 from .features import GraphFeatures, graph_features, observation_fields
 from .group_graph import check_edge_slots, resolve_edge_slots
 from .modes import Mode, make_mode

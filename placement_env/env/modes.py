@@ -36,7 +36,8 @@ class Mode:
     def check_reset_options(self, options: dict[str, Any]) -> None:
         """Refuse the reset options this mode has no use for."""
         if "placement" in options:
-            raise ArgumentError(f"reset option 'placement' (a start placement) is for mode='improve', not {self.name!r}")
+            raise ArgumentError(f"reset option 'placement' (a start placement) is for mode='improve', "
+                                f"not {self.name!r}")
 
     def reset(self, env: DevicePlacementEnv, options: dict[str, Any], info: dict[str, Any]) -> None:
         """Start an episode: ``env``'s placement is all zeros and its step 0; add to ``info`` what the start
