@@ -86,8 +86,10 @@ def test_solve_and_resolve_method_refuse_bad_arguments(graph, cluster):
         pe.solve(3, problem)
     with pytest.raises(ArgumentError, match="name=5; expected None or a str"):
         pe.solve("single_gpu", problem, name=5)
-    with pytest.raises(pe.UnknownMethodError, match=r"unknown method \['expert'\]"):
+    with pytest.raises(ArgumentError, match=r"method=\['expert'\]; expected a method name, 'module:callable'"):
         pe.resolve_method(["expert"])
+    with pytest.raises(pe.UnknownMethodError, match="unknown method 'expertt'"):
+        pe.resolve_method("expertt")
 
 
 def test_a_batch_of_placements_is_one_two_dimensional_array(graph, cluster):
