@@ -130,9 +130,6 @@ def test_no_private_name_crosses_modules() -> None:
 # baselines through the method table (pe.resolve_method / pe.solve), never by importing them.
 PUBLIC_API = ("placement_env", "placement_env.errors", "placement_env.env", "placement_env.harness",
               "placement_env.parallel")
-# Imports of insides allowed for a while, as (importing module, imported module), each until what replaces it lands
-# (the GNN placer's group-graph imports went when the core's group graph did, issue 47 item 5).
-NOT_YET_PUBLIC: set[tuple[str, str]] = set()
 
 
 def test_agents_and_baselines_use_the_public_api_only() -> None:
@@ -143,8 +140,6 @@ def test_agents_and_baselines_use_the_public_api_only() -> None:
             continue
         for target, names, line in imports(module, path):
             where = f"{path.relative_to(ROOT)}:{line}: {module} imports"
-            if (module, target) in NOT_YET_PUBLIC:
-                continue
             if top == "agents" and target.split(".")[0] == "baselines":
                 inside.append(f"{where} {target} (use the method: pe.resolve_method(name) or pe.solve)")
             elif target.split(".")[0] != "placement_env":
@@ -156,13 +151,6 @@ def test_agents_and_baselines_use_the_public_api_only() -> None:
                 inside.extend(f"{where} {target}.{name}, which its __all__ does not export"
                               for name in names if name not in exported)
     assert not inside, "imports of placement_env's insides:\n" + "\n".join(inside)
-
-
-def test_the_not_yet_public_imports_are_still_there() -> None:
-    """An entry of NOT_YET_PUBLIC that no longer happens is dropped from it, so the exception does not outlive
-    its reason."""
-    found = {(module, target) for module, path in MODULES for target, _, _ in imports(module, path)}
-    assert NOT_YET_PUBLIC <= found, f"drop {sorted(NOT_YET_PUBLIC - found)} from NOT_YET_PUBLIC"
 
 
 @pytest.mark.parametrize("layer", range(len(LAYERS)))
