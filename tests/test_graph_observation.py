@@ -9,6 +9,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import placement_env as pe
+from test_group_graph import group_edges_by_loop
 from test_simulated import make_graph
 
 TINY = "DevicePlacement-Tiny-v0"
@@ -18,19 +19,6 @@ EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sb3_graph_extracto
 
 def _make(**kwargs):
     return gym.make(TINY, **kwargs).unwrapped
-
-
-def _edges_by_loop(graph):
-    """The group graph from the op edges, one at a time: {(src group, dst group): bytes}, each tensor
-    counted once per destination group, control edges adding a pair with no bytes."""
-    sent: dict[tuple[int, int], set[int]] = {}
-    for src, dst, output in zip(graph.edge_src.tolist(), graph.edge_dst.tolist(), graph.edge_src_output.tolist()):
-        a, b = int(graph.group[src]), int(graph.group[dst])
-        if a != b:
-            tensors = sent.setdefault((a, b), set())
-            if output >= 0:
-                tensors.add(int(graph.output_ptr[src]) + output)
-    return {pair: sum(int(graph.output_bytes[t]) for t in tensors) for pair, tensors in sorted(sent.items())}
 
 
 def test_off_by_default():
@@ -55,7 +43,7 @@ def test_gymnasium_and_sb3_checkers_pass(mode):
 def test_fields_match_the_group_graph_on_rnnlm_tiny():
     env = _make(graph_observation=True, pad_to=110, pad_edges=300)
     obs, _ = env.reset(seed=0)
-    expected = _edges_by_loop(env.graph)
+    expected = {pair: volume for pair, (volume, _) in group_edges_by_loop(env.graph).items()}
     n = len(expected)
     assert n == 278 and env.edge_slots == 300  # 149 pairs with tensors, the rest dependencies only
     space = env.observation_space

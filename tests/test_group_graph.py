@@ -14,7 +14,7 @@ def tiny():
     return graph, cluster, costs_for(graph, cluster)
 
 
-def _edges_by_loop(graph):
+def group_edges_by_loop(graph):
     """{(src group, dst group): (bytes, some tensor crosses)} from the op edges one at a time."""
     sent: dict[tuple[int, int], set[int]] = {}
     for src, dst, output in zip(graph.edge_src.tolist(), graph.edge_dst.tolist(), graph.edge_src_output.tolist()):
@@ -33,7 +33,7 @@ def _edges_by_loop(graph):
 def test_edges_count_each_tensor_once_per_destination_group(tiny):
     graph, cluster, costs = tiny
     groups = pe.group_graph(graph, cluster, costs)
-    expected = _edges_by_loop(graph)
+    expected = group_edges_by_loop(graph)
     assert list(zip(groups.src.tolist(), groups.dst.tolist())) == list(expected)
     assert groups.bytes.tolist() == [volume for volume, _ in expected.values()]
     assert groups.data.tolist() == [data for _, data in expected.values()]
