@@ -82,20 +82,37 @@ can). Since a group can mix scopes, a minority scope follows its group: in the p
 the decoder embedding shares a group with ``decoder/lstm_1`` and part of the attention, so it
 lands on ``decoder/lstm_1``'s GPU, not GPU 0.
 
+Gradients (``gradients=``): the rules above place each gradient with its forward op, as TF does with
+``colocate_gradients_with_ops=True`` (the benchmarks build their gradients that way). The expert as TF 1.x made it
+is ``gradients="first_gpu"`` (preset ``expert_tf1``): TF1's ``optimizer.minimize`` and ``tf.gradients`` defaulted
+to ``colocate_gradients_with_ops=False``, so a hand placement written as ``with tf.device(...)`` around the forward
+pass left the gradient ops, created outside those scopes, unplaced, and TF's placer put each on the first GPU
+(on the CPU when it has no GPU kernel); ``apply_gradients`` colocates each update with its variable, so the updates
+stay. Per group: a group goes to the first GPU when most of its ops (by count, ties kept) are gradient ops (under
+``gradients[_n]/``) and it holds no variable and no update; otherwise it stays where the rules above put it. A group
+with a gradient op and no GPU kernel goes to the first CPU, as with the rules above. Exact per op only where no
+group mixes the two: the benchmarks' gradients carry ``_class`` co-location with their forward ops, so even TF's
+own co-location groups (``load_benchmark(name, max_groups=10**6)``) mix them, and the ops of the minority follow
+their group (:func:`tf1_misplaced_ops` counts them).
+
 Other benchmarks (synthetic graphs, user graphs) have no expert placement:
 :class:`NoExpertPlacementError`.
 """
 from __future__ import annotations
 
 import re
+from typing import Literal, get_args
 
 import numpy as np
 
-from placement_env import Problem, benchmark_blocks
+from placement_env import DEVICE_KINDS, Problem, benchmark_blocks
 from placement_env.errors import NoExpertPlacementError
 
 EXPERT_BENCHMARKS: tuple[str, ...] = ("rnnlm", "nmt", "inception_v3", "rnnlm-tiny", "nmt-tiny", "inception_v3-tiny",
                                       "rnnlm-deep", "nmt-deep", "dlrm", "dlrm-tiny")
+
+Gradients = Literal["colocated", "first_gpu"]  # the annotation of ``gradients=``: a method spec is checked against it
+GRADIENTS: tuple[str, ...] = get_args(Gradients)
 
 _GRADIENTS = re.compile(r"^gradients(?:_\d+)?/")
 _UPDATE = re.compile(r"^train_step/update_")
@@ -241,8 +258,42 @@ def _gpus(problem: Problem) -> list[int]:
     return gpus
 
 
-def expert(problem: Problem) -> np.ndarray:
-    """The expert placement of ``problem`` (see the module docstring for the rules)."""
+def gradient_ops(names) -> np.ndarray:
+    """Bool per op: under ``gradients/`` or ``gradients_<n>/`` (made by ``tf.gradients``, not the optimizer's updates)."""
+    return np.array([bool(_GRADIENTS.match(str(n))) for n in names], dtype=bool)
+
+
+def _gradient_groups(graph) -> np.ndarray:
+    """Bool per group: TF1's placer would put it on the first GPU (``gradients="first_gpu"``): most of its ops are
+    gradient ops, and it holds no variable and no update (those stay with their variable)."""
+    names = list(graph.op_names)
+    group = np.asarray(graph.group, dtype=np.int64)
+    gradient = gradient_ops(names)
+    kept = np.array([bool(_UPDATE.match(n)) for n in names]) | (np.asarray(graph.persistent_bytes) > 0)
+    n_gradient = np.bincount(group, weights=gradient, minlength=graph.n_groups)
+    n_ops = np.bincount(group, minlength=graph.n_groups)
+    holds_kept = np.bincount(group, weights=kept, minlength=graph.n_groups) > 0
+    return (2 * n_gradient > n_ops) & ~holds_kept
+
+
+def tf1_op_devices(problem: Problem) -> np.ndarray:
+    """The device of every op as TF1's placer would put it (not per group): each gradient op on the first GPU, or
+    on the first CPU when it has no GPU kernel; every other op where ``expert(problem)`` puts its group. Compare
+    ``expert(problem, gradients="first_gpu")[graph.group]`` with it to count the ops that follow a group of the
+    other kind."""
+    graph, cluster = problem.graph, problem.cluster
+    devices = expert(problem)[np.asarray(graph.group, dtype=np.int64)]
+    first_cpu = next((d for d, device in enumerate(cluster.devices) if device.kind == "CPU"), _gpus(problem)[0])
+    gpu_kernel = (np.asarray(graph.device_mask) >> DEVICE_KINDS.index("GPU")) & 1 > 0
+    gradient = gradient_ops(graph.op_names)
+    return np.where(gradient, np.where(gpu_kernel, _gpus(problem)[0], first_cpu), devices)
+
+
+def expert(problem: Problem, *, gradients: Gradients = "colocated") -> np.ndarray:
+    """The expert placement of ``problem`` (see the module docstring for the rules); ``gradients="first_gpu"``: the
+    gradient groups on the first GPU, as TF 1.x placed them by default."""
+    if gradients not in GRADIENTS:
+        raise ValueError(f"gradients={gradients!r}; expected one of {', '.join(map(repr, GRADIENTS))}")
     model = _model(problem.benchmark)
     gpus = _gpus(problem)
     graph, cluster = problem.graph, problem.cluster
@@ -284,6 +335,8 @@ def expert(problem: Problem) -> np.ndarray:
                 break
             ordinal[newly] = pull[newly].argmax(axis=1)
     ordinal[ordinal < 0] = 0
+    if gradients == "first_gpu":
+        ordinal[_gradient_groups(graph)] = 0
 
     placement = np.asarray(gpus, dtype=np.int64)[ordinal]
     allowed = problem.allowed

@@ -427,6 +427,8 @@ PRESETS: dict[str, MethodSpec] = {
     "simulated_annealing_warm": MethodSpec("simulated_annealing", {"start": "best_heuristic"}),
     "cross_entropy_warm": MethodSpec("cross_entropy", {"start": "best_heuristic"}),
     "brkga_warm": MethodSpec("brkga", {"start": "best_heuristic"}),
+    # The expert as TF 1.x's default (colocate_gradients_with_ops=False) placed it: the backward pass on the first GPU.
+    "expert_tf1": MethodSpec("expert", {"gradients": "first_gpu"}),
     "agents.reinforce_seq2seq:place_warm_start": MethodSpec("agents.reinforce_seq2seq:place", {"warm_start": "best"}),
     "agents.reinforce_seq2seq:place_self_imitation": MethodSpec("agents.reinforce_seq2seq:place",
                                                                 {"self_imitation": True}),

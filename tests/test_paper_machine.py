@@ -41,6 +41,17 @@ def test_ratios_use_the_expert_when_one_gpu_is_out_of_memory():
     assert pm.ratios({"single_cpu": 6.0, "single_gpu": None, "expert": 3.0}) == {"cpu/expert": 2.0}
 
 
+def test_the_fit_takes_the_tf1_expert_for_the_seeds_expert(tiny_models):
+    assert pm.SEED_EXPERT == "expert_tf1" and set(pm.EXPERTS) <= set(pm.METHODS)
+    assert pm.as_seed_rows({"single_cpu": 6.0, "single_gpu": 2.0, "expert": 1.0, "expert_tf1": 3.0}) == \
+        {"single_cpu": 6.0, "single_gpu": 2.0, "expert": 3.0}
+    # The loss reads the TF1 expert's time: a model whose colocated expert were changed keeps its loss.
+    model = tiny_models[0]
+    swapped = pm.Model(model.name, model.graph, model.base_seconds, model.overheads,
+                       {**model.placements, "expert": model.placements["single_cpu"]})
+    assert pm.loss(DEFAULT_PARAMETERS, [swapped]) == pm.loss(DEFAULT_PARAMETERS, [model])
+
+
 def test_the_fit_lowers_the_loss_stays_in_bounds_and_reports(tiny_models, tmp_path):
     fitted = pm.fit(tiny_models, starts=1)
     assert pm.loss(fitted, tiny_models) <= pm.loss(DEFAULT_PARAMETERS, tiny_models)
@@ -51,7 +62,9 @@ def test_the_fit_lowers_the_loss_stays_in_bounds_and_reports(tiny_models, tmp_pa
     assert all(set(p.simulated) == set(pm.METHODS) for p in held_out)
     in_sample = [pm.Prediction(m.name, fitted, m.runtimes(fitted)) for m in tiny_models]
     text = pm.report(fitted, in_sample, held_out)
-    assert "| rnnlm | seed (real K80s) | 6.89 | 1.57 | 13.4 | 11.9 | 3.81 | 4.39 | 2.43 | 1.81 |  |" in text
+    # The seed's expert stands in the TF1 expert's column (the fit's choice); our colocated expert has none there.
+    assert "| rnnlm | seed (real K80s) | 6.89 | 1.57 | 13.4 | 11.9 | - | 3.81 | 4.39 | 2.43 | 1.81 |  |" in text
+    assert "compared with expert_tf1" in text
     assert text.count("| inception_v3 | fit without it |") == 1
     path = pm.save(fitted, {"command": "test"}, tmp_path / "fit.json")
     assert check_parameters(json.loads(path.read_text())["parameters"]) == fitted

@@ -11,6 +11,12 @@ squared log error of those ratios plus a weak pull (weight ``PRIOR_WEIGHT``) of 
 towards its physical prior (:data:`~placement_env.cluster.k80.DEFAULT_PARAMETERS`), which keeps
 parameters that the rows cannot tell apart at sensible values.
 
+Which expert: we place the expert two ways (:mod:`baselines.expert`): ``expert``, each gradient with its forward op
+(``colocate_gradients_with_ops=True``), and ``expert_tf1``, the backward pass on the first GPU, as TF 1.x's default
+(``colocate_gradients_with_ops=False``) left a hand placement written with ``tf.device`` around the forward pass.
+The seed's expert was such a placement in the TF of early 2017, so the fit, the ratios and the rank correlation take
+``expert_tf1`` (:data:`SEED_EXPERT`) as the seed's expert row; the report shows both.
+
 ``leave_one_model_out`` fits on two models and predicts every row of the third, Scotch and
 MinCut included; ``report`` prints the seed's table and the simulator's side by side. The
 placements come from the caller (the command line resolves the baselines by name), so this
@@ -40,7 +46,12 @@ SEED_TABLE: dict[str, dict[str, float | None]] = {
     "nmt": {"single_cpu": 10.72, "single_gpu": None, "scotch": 14.19, "mincut": 11.54, "expert": 4.99},
     "inception_v3": {"single_cpu": 26.21, "single_gpu": 4.60, "scotch": 25.24, "mincut": 22.88, "expert": 11.22},
 }
-METHODS = ("single_cpu", "single_gpu", "scotch", "mincut", "expert")
+SEED_METHODS = ("single_cpu", "single_gpu", "scotch", "mincut", "expert")  # the seed's rows, in its order
+# The placement that stands for the seed's expert row (see the module docstring), and both experts we simulate.
+SEED_EXPERT = "expert_tf1"
+EXPERTS = ("expert", "expert_tf1")
+METHODS = ("single_cpu", "single_gpu", "scotch", "mincut", *EXPERTS)  # the placements each model is simulated with
+FIT_METHODS = ("single_cpu", "single_gpu", SEED_EXPERT)  # the ones the fit's ratios read
 PRIOR_WEIGHT = 0.02
 # Search bounds (physical): efficiencies and the CPU op share in (0, 1]; the per-transfer cost from
 # 1 us to 100 ms; the achieved PCIe bandwidth from 0.5 GB/s to the x16 link's 15.75 GB/s.
@@ -55,7 +66,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
 
 @dataclass(frozen=True)
 class Model:
-    """One of the seed's models as the fit sees it: its graph, base costs and the five placements.
+    """One of the seed's models as the fit sees it: its graph, base costs and its placements (:data:`METHODS`).
 
     ``base_seconds``: analytical op costs on the K80 machine at full efficiency, without the per-op
     overheads (``overheads``), so any efficiency is a division (grappler's times are linear in 1/rate).
@@ -67,24 +78,32 @@ class Model:
     overheads: np.ndarray
     placements: Mapping[str, np.ndarray]
 
-    def runtimes(self, parameters: Mapping[str, float]) -> dict[str, tuple[float, bool]]:
-        """(simulated seconds, fits in memory) of every placement on the machine with ``parameters``."""
+    def runtimes(self, parameters: Mapping[str, float],
+                 methods: Sequence[str] | None = None) -> dict[str, tuple[float, bool]]:
+        """(simulated seconds, fits in memory) of the placements ``methods`` (default: all) on the machine with
+        ``parameters``."""
         cluster = k80_machine(2, parameters)
         efficiency = np.where(cluster.kinds == 0, parameters["cpu_efficiency"], parameters["gpu_efficiency"])
         seconds = self.base_seconds / efficiency + self.overheads
         plan = SimulationPlan(self.graph, cluster, seconds)
         out = {}
-        for method, placement in self.placements.items():
-            m = plan.run(placement)
+        for method in self.placements if methods is None else methods:
+            m = plan.run(self.placements[method])
             out[method] = (float(m.runtime_s), m.ok or m.failure != "oom")
         return out
 
 
 def prepare(name: str, graph: OpGraph, placements: Mapping[str, np.ndarray]) -> Model:
-    """A Model of ``graph`` with its five ``placements`` (made on ``k80_machine(2)``)."""
+    """A Model of ``graph`` with its ``placements``, one per :data:`METHODS` (made on ``k80_machine(2)``)."""
     full = k80_machine(2, {**DEFAULT_PARAMETERS, "gpu_efficiency": 1.0, "cpu_efficiency": 1.0})
     costs = analytical_costs(graph, full)
     return Model(name, graph, costs.seconds - full.op_overhead_s, full.op_overhead_s.copy(), dict(placements))
+
+
+def as_seed_rows(simulated: Mapping[str, float]) -> dict[str, float]:
+    """The simulated times under the seed's row names: :data:`SEED_EXPERT`'s time as ``expert``."""
+    source = {m: SEED_EXPERT if m == "expert" else m for m in SEED_METHODS}
+    return {m: simulated[ours] for m, ours in source.items() if ours in simulated}
 
 
 def ratios(runtimes: Mapping[str, float]) -> dict[str, float]:
@@ -107,10 +126,10 @@ def loss(parameters: Mapping[str, float], models: Sequence[Model]) -> float:
     """Squared log error of the fitted ratios over ``models`` plus the prior's pull."""
     total = 0.0
     for model in models:
-        simulated = {m: t for m, (t, _) in model.runtimes(parameters).items()}
+        simulated = as_seed_rows({m: t for m, (t, _) in model.runtimes(parameters, FIT_METHODS).items()})
         seed = SEED_TABLE[model.name]
         wanted = ratios(seed)
-        got = ratios({m: simulated[m] for m in seed} | ({"single_gpu": None} if seed["single_gpu"] is None else {}))
+        got = ratios(simulated | ({"single_gpu": None} if seed["single_gpu"] is None else {}))
         total += sum(math.log(got[k] / wanted[k]) ** 2 for k in wanted)
     prior = _to_vector(DEFAULT_PARAMETERS)
     total += PRIOR_WEIGHT * float(np.sum((_to_vector(parameters) - prior) ** 2))
@@ -147,17 +166,19 @@ class Prediction:
         return SEED_TABLE[self.model]
 
     def order_matches(self) -> bool:
-        """Whether the seed's order of the five placements holds (an OOM row counts as slowest)."""
+        """Whether the seed's order of its five placements holds (an OOM row counts as slowest; our expert is
+        :data:`SEED_EXPERT`)."""
         return self.rank_correlation() == 1.0
 
     def rank_correlation(self) -> float:
-        seed = [math.inf if self.seed[m] is None else self.seed[m] for m in METHODS]
-        simulated = [t if fits else math.inf for t, fits in (self.simulated[m] for m in METHODS)]
+        seed = [math.inf if self.seed[m] is None else self.seed[m] for m in SEED_METHODS]
+        rows = as_seed_rows({m: t if fits else math.inf for m, (t, fits) in self.simulated.items()})
+        simulated = [rows[m] for m in SEED_METHODS]
         return float(spearmanr(seed, simulated).statistic)
 
 
 def leave_one_model_out(models: Sequence[Model], **fit_options) -> list[Prediction]:
-    """For each model: fit on the others, predict its five rows."""
+    """For each model: fit on the others, predict its rows."""
     out = []
     for held_out in models:
         parameters = fit([m for m in models if m is not held_out], **fit_options)
@@ -167,12 +188,16 @@ def leave_one_model_out(models: Sequence[Model], **fit_options) -> list[Predicti
 
 def report(all_fit: Mapping[str, float], in_sample: Sequence[Prediction], held_out: Sequence[Prediction]) -> str:
     """Markdown: the parameters fitted on all three models, then per model the seed's rows, the
-    rows of that fit, and the rows predicted by the fit that left the model out."""
-    lines = ["Fitted on all three models: " + ", ".join(f"{k} = {v:.4g}" for k, v in all_fit.items()), "",
-             "| model | rows from | 1 CPU | 1 GPU | Scotch | MinCut | expert | 1 CPU / 1 GPU | expert / 1 GPU | "
-             "1 CPU / expert | rank correlation with the seed |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    rows of that fit, and the rows predicted by the fit that left the model out. Both experts have a column; the
+    seed's expert row stands in :data:`SEED_EXPERT`'s, and the ratios and the rank correlation use that one."""
+    lines = ["Fitted on all three models: " + ", ".join(f"{k} = {v:.4g}" for k, v in all_fit.items()),
+             f"The seed's expert is compared with {SEED_EXPERT} (ratios, rank correlation, the fit).", "",
+             "| model | rows from | 1 CPU | 1 GPU | Scotch | MinCut | expert | expert (TF1) | 1 CPU / 1 GPU | "
+             "expert / 1 GPU | 1 CPU / expert | rank correlation with the seed |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for model in SEED_TABLE:
         seed = {m: (math.nan if t is None else t, t is not None) for m, t in SEED_TABLE[model].items()}
+        seed = {(SEED_EXPERT if m == "expert" else m): row for m, row in seed.items()}
         lines.append(_row(model, "seed (real K80s)", seed, ""))
         for label, predictions in (("fit on all three", in_sample), ("fit without it", held_out)):
             for p in predictions:
@@ -182,10 +207,11 @@ def report(all_fit: Mapping[str, float], in_sample: Sequence[Prediction], held_o
 
 
 def _row(model: str, label: str, rows: Mapping[str, tuple[float, bool]], correlation: str) -> str:
-    cells = ["OOM" if not fits else f"{t:.3g}" for t, fits in (rows[m] for m in METHODS)]
+    """One table row; a method ``rows`` lacks (the seed has one expert) is '-'."""
+    cells = ["-" if m not in rows else "OOM" if not rows[m][1] else f"{rows[m][0]:.3g}" for m in METHODS]
     t = {m: (v if fits else None) for m, (v, fits) in rows.items()}
     return (f"| {model} | {label} | " + " | ".join(cells) + f" | {_ratio(t['single_cpu'], t['single_gpu'])} | "
-            f"{_ratio(t['expert'], t['single_gpu'])} | {_ratio(t['single_cpu'], t['expert'])} | {correlation} |")
+            f"{_ratio(t[SEED_EXPERT], t['single_gpu'])} | {_ratio(t['single_cpu'], t[SEED_EXPERT])} | {correlation} |")
 
 
 def _ratio(a: float | None, b: float | None) -> str:
