@@ -23,6 +23,16 @@ Semantics (one training step):
   direction queue, a fast link shared by slower transfers delays them only by its own short
   service, and opposite directions never interfere. Transfers overlap compute. A cross-device control edge costs the
   fixed overhead and the latency and occupies no link. Same-device edges are free.
+* On a cluster with ``copy_streams`` a GPU performs the copies into and out of it on its copy streams, as TF's
+  GPU device does (:func:`copy_stream_per_pair` says which stream and where TF's source says so): CPU -> GPU on
+  the receiver's host-to-device stream, GPU -> CPU on the sender's device-to-host stream, GPU -> GPU on the
+  sender's device-to-device stream; CPU -> CPU takes none. A stream performs one copy at a time, in the order
+  they are put on it (when their producers end, as above): a copy begins at max(now, its stream free), spends
+  the fixed overhead as work on the stream (the rendezvous and the copy's launch), then goes through its route
+  as above, and the stream takes up its next copy when this one ends. So two copies into one GPU take their
+  turns even over separate links, while a copy out of it overlaps them. Not modelled: in TF a copy also waits
+  for the kernels enqueued so far on the compute stream of each GPU it involves (gpu_util.cc, ``ThenWaitFor``);
+  the simulated GPU has no such queue (it runs its ops one at a time as the executor issues them).
 * On a cluster with a ``host_transfer`` (CPU worker processes over loopback gRPC, see
   :mod:`placement_env.cluster.host_transfer`) a data transfer is also CPU work at both ends: a send
   task of ``per_tensor_s + bytes / bandwidth`` on a lane of its source device when its producer
@@ -67,16 +77,17 @@ from ..placement import Measurement, check_placement, kernel_violations
 from ..schedule import Schedule
 from .simulator_batch import DEVICE_INDEX, simulate_many, simulate_many_parallel, simulate_step, simulate_step_recorded
 
-__all__ = ["SIMULATOR_VERSION", "VERSION_CHANGES", "SimulationPlan", "check_threads", "model_changed_since", "simulate", "simulate_batch",
-           "simulate_compiled", "plan_for"]
+__all__ = ["SIMULATOR_VERSION", "VERSION_CHANGES", "SimulationPlan", "check_threads", "copy_stream_per_pair",
+           "model_changed_since", "simulate", "simulate_batch", "simulate_compiled", "plan_for"]
 
 # The simulated runtime's model version, recorded in every results row. Bump it whenever a
 # change can alter a simulated runtime, peak or failure, so ``validate`` can tell a row made by
 # another model from a row that does not reproduce, and say in VERSION_CHANGES which clusters the
 # change concerns: the Cluster option it applies to, or None for every cluster.
-SIMULATOR_VERSION = 2
+SIMULATOR_VERSION = 3
 VERSION_CHANGES = {
     2: None,  # sums accumulate on `accumulate_sums` clusters (and the model before it had no version)
+    3: "copy_streams",  # GPUs copy on their copy streams, the per-tensor cost is work on the stream
 }
 
 
@@ -92,6 +103,41 @@ def model_changed_since(version: str, cluster: Cluster) -> bool:
     return any(option is None or bool(getattr(cluster, option)) for v, option in VERSION_CHANGES.items() if v > made)
 
 SUM_OPS = ("AddN", "AccumulateNV2")
+
+# A GPU's copy streams (TF's GPU device makes one stream group per GPU: a compute stream, then one stream
+# each for host-to-device and device-to-host copies and, by default, one for device-to-device copies:
+# gpu_device.cc, BaseGPUDevice::StreamGroupFactory::GetOrCreate; GPUOptions.experimental.
+# num_dev_to_dev_copy_streams, 0 meaning 1). Copy stream s of device d is 3 * d + s.
+_HOST_TO_DEVICE, _DEVICE_TO_HOST, _DEVICE_TO_DEVICE = 0, 1, 2
+
+
+def copy_stream_per_pair(cluster: Cluster) -> np.ndarray:
+    """Per ordered device pair ``src * n_devices + dst``: the copy stream that performs a transfer from src to
+    dst, or -1 for none (between two CPUs); empty when the cluster has no ``copy_streams``.
+
+    As TF chooses it (copy_tensor.cc, CopyTensor::ViaDMA, with the sender's and the receiver's device context;
+    gpu_util.cc): GPU -> CPU on the sending GPU's device-to-host stream (CopyDeviceToHost -> the sender's
+    context -> GPUUtil::CopyGPUTensorToCPU), CPU -> GPU on the receiving GPU's host-to-device stream
+    (CopyHostToDevice -> the receiver's context -> GPUUtil::CopyCPUTensorToGPU), GPU -> GPU on the sending
+    GPU's device-to-device stream (GPUUtil::DeviceToDeviceCopy, send_dev_context->device_to_device_stream(0):
+    the intra-process rendezvous passes stream index 0, base_rendezvous_mgr.cc / rendezvous_mgr.cc,
+    SameWorkerRecvDone). A GPU -> GPU copy is one copy whatever the GPUs' peer access: without it the CUDA
+    driver stages the bytes through host memory within that one copy, over the route the topology gives.
+    """
+    if not cluster.copy_streams:
+        return np.empty(0, np.int64)
+    n = cluster.n_devices
+    gpu = cluster.is_gpu
+    stream = np.full(n * n, -1, np.int64)
+    for a in range(n):
+        for b in range(n):
+            if a == b:
+                continue
+            if gpu[a]:
+                stream[a * n + b] = 3 * a + (_DEVICE_TO_DEVICE if gpu[b] else _DEVICE_TO_HOST)
+            elif gpu[b]:
+                stream[a * n + b] = 3 * b + _HOST_TO_DEVICE
+    return stream
 
 
 class SimulationPlan:
@@ -148,10 +194,10 @@ class SimulationPlan:
         self.res_bandwidth = np.ascontiguousarray(routes.resource_bandwidth, dtype=np.float64)
         self.res_latency = np.ascontiguousarray(routes.resource_latency, dtype=np.float64)
         self.transfer_overhead = float(cluster.transfer_overhead_s)
+        self.copy_stream = copy_stream_per_pair(cluster)
         host = cluster.host_transfer
-        self.host_on = host is not None
-        self.host_fixed = host.per_tensor_s if host is not None else 0.0
-        self.host_per_byte = 1.0 / host.bandwidth if host is not None else 0.0
+        # [seconds per tensor, seconds per byte] of a host transfer's send and receive tasks; empty: none
+        self.host_cost = np.array([host.per_tensor_s, 1.0 / host.bandwidth] if host is not None else [], np.float64)
         self.capacity = cluster.memory_bytes.astype(np.int64)
         self.is_sum = self._sums(graph) if cluster.accumulate_sums else np.zeros(n, np.bool_)
 
@@ -192,7 +238,7 @@ class SimulationPlan:
                 self.edge_slot, self.slot_gout, self.slot_dst, self.output_ptr, self.output_bytes, self.op_output_bytes,
                 self.forward_slot, self.out_forward_slot, self.persistent, self.concurrency, self.op_share,
                 self.latency, self.route_ptr, self.route_res, self.res_bandwidth, self.res_latency,
-                self.transfer_overhead, self.host_on, self.host_fixed, self.host_per_byte, self.is_sum)
+                self.transfer_overhead, self.copy_stream, self.host_cost, self.is_sum)
 
     # ---- results ----
     def _no_kernel(self, placement: np.ndarray, bad: np.ndarray) -> Measurement:

@@ -41,22 +41,22 @@ def accumulating_devices(dev, is_sum, peak, capacity):
 def _simulate_step(dev, capacity, record, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot,
                    slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot,
                    persistent, concurrency, op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
-                   transfer_overhead, host_on, host_fixed, host_per_byte, is_sum):
+                   transfer_overhead, copy_stream, host_cost, is_sum):
     """:func:`simulate_core` of ``dev`` (device per op), run a second time with accumulating sums where its first
     run's peak calls for it. Inlined, so that each caller passes ``record`` as a constant: with a constant the
-    compiler drops the record's branches from the loop, which made a step 2.5-3x faster (docs/findings.md)."""
+    compiler drops the record's branches from the loop, which made a step 2.5-3x faster (docs/findings.md). It
+    takes at most 30 arguments: CPython passes a call of more than 30 as ``*args``, which numba cannot inline."""
     none = np.zeros(capacity.shape[0], np.bool_)  # no device accumulating
     res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout,
-                        slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot,
-                        persistent, concurrency, op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
-                        transfer_overhead, host_on, host_fixed, host_per_byte, is_sum, none, record)
+                        slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent,
+                        concurrency, op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
+                        transfer_overhead, copy_stream, host_cost, is_sum, none, record)
     rewrite = accumulating_devices(dev, is_sum, res[1], capacity)
     if rewrite.any():
         res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout,
                             slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot,
                             persistent, concurrency, op_share, latency, route_ptr, route_res, res_bandwidth,
-                            res_latency, transfer_overhead, host_on, host_fixed, host_per_byte, is_sum, rewrite,
-                            record)
+                            res_latency, transfer_overhead, copy_stream, host_cost, is_sum, rewrite, record)
     return res
 
 
@@ -64,39 +64,40 @@ def _simulate_step(dev, capacity, record, op_seconds, out_ptr, edge_dst, edge_go
 def simulate_step(dev, capacity, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout,
                   slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent,
                   concurrency, op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
-                  host_on, host_fixed, host_per_byte, is_sum):
+                  copy_stream, host_cost, is_sum):
     """One step of ``dev`` (device per op) as :func:`simulate_core` returns it, with no record of its schedule."""
-    return _simulate_step(dev, capacity, False, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr,
-                          edge_slot, slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot,
+    return _simulate_step(dev, capacity, False, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot,
+                          slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot,
                           out_forward_slot, persistent, concurrency, op_share, latency, route_ptr, route_res,
-                          res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed, host_per_byte, is_sum)
+                          res_bandwidth, res_latency, transfer_overhead, copy_stream, host_cost, is_sum)
 
 
 @njit(cache=True)
 def simulate_step_recorded(dev, capacity, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot,
                            slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot,
                            out_forward_slot, persistent, concurrency, op_share, latency, route_ptr, route_res,
-                           res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed, host_per_byte, is_sum):
+                           res_bandwidth, res_latency, transfer_overhead, copy_stream, host_cost, is_sum):
     """:func:`simulate_step` with the record of the schedule and the memory timeline."""
-    return _simulate_step(dev, capacity, True, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr,
-                          edge_slot, slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot,
+    return _simulate_step(dev, capacity, True, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot,
+                          slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot,
                           out_forward_slot, persistent, concurrency, op_share, latency, route_ptr, route_res,
-                          res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed, host_per_byte, is_sum)
+                          res_bandwidth, res_latency, transfer_overhead, copy_stream, host_cost, is_sum)
 
 
 @njit(cache=True)
-def simulate_row(r, placements, group, capacity, runtimes, peaks, busys, moved, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst, output_ptr,
-                 output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency, op_share, latency, route_ptr,
-                 route_res, res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed, host_per_byte, is_sum):
+def simulate_row(r, placements, group, capacity, runtimes, peaks, busys, moved, op_seconds, out_ptr, edge_dst,
+                 edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst, output_ptr, output_bytes,
+                 op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency, op_share, latency, route_ptr,
+                 route_res, res_bandwidth, res_latency, transfer_overhead, copy_stream, host_cost, is_sum):
     """Row ``r`` of :func:`simulate_many`: the step of ``placements[r]`` (device per group; ``group``: group per
     op), written to row r of the outputs. The arguments from ``op_seconds`` on are the core's."""
     dev = np.empty(group.shape[0], DEVICE_INDEX)
     for i in range(group.shape[0]):
         dev[i] = placements[r, group[i]]
-    res = _simulate_step(dev, capacity, False, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr,
-                         edge_slot, slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot,
-                         out_forward_slot, persistent, concurrency, op_share, latency, route_ptr, route_res,
-                         res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed, host_per_byte, is_sum)
+    res = _simulate_step(dev, capacity, False, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot,
+                         slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot,
+                         persistent, concurrency, op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
+                         transfer_overhead, copy_stream, host_cost, is_sum)
     runtimes[r] = res[0]
     peaks[r] = res[1]
     busys[r] = res[2]
@@ -104,25 +105,27 @@ def simulate_row(r, placements, group, capacity, runtimes, peaks, busys, moved, 
 
 
 @njit(cache=True)
-def simulate_many(placements, group, capacity, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst, output_ptr,
-                 output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency, op_share, latency, route_ptr,
-                 route_res, res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed, host_per_byte, is_sum):
+def simulate_many(placements, group, capacity, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot,
+                  slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot,
+                  persistent, concurrency, op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
+                  transfer_overhead, copy_stream, host_cost, is_sum):
     """:func:`simulate_row` for every row of ``placements``, one after another. Returns (runtimes, peaks
     [k, device], busy seconds [k, device], bytes moved); records no schedule."""
     k, n_dev = placements.shape[0], capacity.shape[0]
     out = (np.empty(k), np.empty((k, n_dev), np.int64), np.empty((k, n_dev)), np.empty(k, np.int64))
     for r in range(k):
-        simulate_row(r, placements, group, capacity, *out, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst,
-                          output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency,
-                          op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
-                          host_on, host_fixed, host_per_byte, is_sum)
+        simulate_row(r, placements, group, capacity, *out, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr,
+                     edge_slot, slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot,
+                     out_forward_slot, persistent, concurrency, op_share, latency, route_ptr, route_res, res_bandwidth,
+                     res_latency, transfer_overhead, copy_stream, host_cost, is_sum)
     return out
 
 
 @njit(cache=True, parallel=True)
-def simulate_many_parallel(placements, group, capacity, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst, output_ptr,
-                 output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency, op_share, latency, route_ptr,
-                 route_res, res_bandwidth, res_latency, transfer_overhead, host_on, host_fixed, host_per_byte, is_sum):
+def simulate_many_parallel(placements, group, capacity, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr,
+                           edge_slot, slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot,
+                           out_forward_slot, persistent, concurrency, op_share, latency, route_ptr, route_res,
+                           res_bandwidth, res_latency, transfer_overhead, copy_stream, host_cost, is_sum):
     """:func:`simulate_many` with the rows shared out over numba's threads (``numba.set_num_threads``); the
     same results. A separate function, so that a batch on one thread never starts numba's thread pool; not
     the same Python function compiled twice, because numba's on-disk cache keys a function by its code
@@ -132,8 +135,8 @@ def simulate_many_parallel(placements, group, capacity, op_seconds, out_ptr, edg
     k, n_dev = placements.shape[0], capacity.shape[0]
     out = (np.empty(k), np.empty((k, n_dev), np.int64), np.empty((k, n_dev)), np.empty(k, np.int64))
     for r in prange(k):
-        simulate_row(r, placements, group, capacity, *out, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst,
-                          output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency,
-                          op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
-                          host_on, host_fixed, host_per_byte, is_sum)
+        simulate_row(r, placements, group, capacity, *out, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr,
+                     edge_slot, slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot,
+                     out_forward_slot, persistent, concurrency, op_share, latency, route_ptr, route_res, res_bandwidth,
+                     res_latency, transfer_overhead, copy_stream, host_cost, is_sum)
     return out

@@ -46,20 +46,25 @@ def _real_time(service, k, share):
 def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst,
                   output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency,
                   op_share,
-                  latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, host_on,
-                  host_fixed, host_per_byte, is_sum, accumulating, record):
+                  latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, copy_stream, host_cost,
+                   is_sum, accumulating, record):
     """One step of the placement ``dev`` (device per op); see the simulated runtime's module docstring.
 
     A sum (``is_sum``) placed on a device with ``accumulating`` true allocates its output when its
     first data input arrives and frees each input as soon as it arrives (it is added in at once).
 
-    With ``host_on``, every transfer is also CPU work on both ends: a send task on its source
-    device before the interconnect and a receive task on its destination after it, each
+    With a ``host_cost`` (seconds per tensor and per byte of a host transfer; empty: none), every
+    transfer is also CPU work on both ends: a send task on its source device before the
+    interconnect and a receive task on its destination after it, each
     ``host_fixed + bytes * host_per_byte`` seconds of one lane. Tasks wait in the devices' ready
     sets as negative codes ``2 * tid + end - n_tasks`` (end 0: send, 1: receive; an op waits as its
     index; each set holds code + n_tasks), so a device starts
     its waiting tasks, oldest transfer first, before its waiting ops (TF encodes a tensor in the
     thread of the ``_Send`` that produced it, and decodes it as soon as the RPC's response is in).
+
+    With ``copy_stream`` (per ordered device pair, the stream that performs its copies or -1; empty: no
+    streams), a transfer is a copy on that stream: each stream performs one copy at a time, in the order they
+    are put on it, from its start (the fixed overhead, then the route) to its end.
 
     Returns (makespan, peak, busy, bytes_moved, ops started, op_start, op_end, then per transfer its
     source op, output, source device, destination device, start, end and bytes, then the memory
@@ -69,6 +74,9 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
     m = edge_dst.shape[0]
     n_dev = concurrency.shape[0]
     n_out = output_bytes.shape[0]
+    host_on = host_cost.shape[0] > 0
+    host_fixed = host_cost[0] if host_on else 0.0
+    host_per_byte = host_cost[1] if host_on else 0.0
     n_tasks = 2 * m if host_on else 0  # codes of the host transfers' send and receive tasks
 
     # ---- per-placement preparation: transfers, reference counts, in-degrees ----
@@ -186,6 +194,14 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
     ev_vals = np.empty(2 * m + 1, np.int64)
     n_ev = 0
     res_free = np.zeros(res_bandwidth.shape[0])  # when each directed link of the interconnect is next free
+    # The copy streams (three per device; only GPUs' are used): the copy each is performing (-1: none), and
+    # the copies waiting for it, a FIFO linked list (head, tail; t_wait_next: the next waiting copy).
+    streams_on = copy_stream.shape[0] > 0
+    n_streams = 3 * n_dev if streams_on else 0
+    stream_copy = np.full(n_streams, -1, np.int64)
+    stream_head = np.full(n_streams, -1, np.int64)
+    stream_tail = np.full(n_streams, -1, np.int64)
+    t_wait_next = np.empty(m if streams_on else 0, np.int64)
     n_timed, n_t_timed = (n, n_t) if record else (0, 0)  # start and end times are part of the record
     op_start = np.full(n_timed, np.nan)
     op_end = np.full(n_timed, np.nan)
@@ -368,6 +384,15 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                     end_send = t_ptr[i + 1]
             elif kind == EV_TRANSFER:  # off the interconnect: the sender's copy is released
                 tid = idx
+                if streams_on:  # its stream takes up the next copy waiting for it, if any
+                    s = copy_stream[t_sdev[tid] * n_dev + t_ddev[tid]]
+                    if s >= 0:
+                        waiting = stream_head[s]
+                        stream_copy[s] = waiting
+                        if waiting >= 0:
+                            first_send = waiting
+                            end_send = waiting + 1
+                            stream_head[s] = t_wait_next[waiting]
                 o = t_out[tid]
                 out_refs[o] -= 1
                 if out_refs[o] == 0:
@@ -396,11 +421,24 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
             # Put each transfer on its route after the fixed overhead: it streams through every
             # directed link of the route at once; each link serves its transfers FIFO, each for
             # latency + bytes / bandwidth. It starts once all its links have begun and ends when
-            # the last is done; the received copy lives from its start.
+            # the last is done; the received copy lives from its start. A copy whose stream is
+            # busy waits for it instead (the stream starts it when its current copy ends).
             for tid in range(first_send, end_send):
-                bytes_moved += t_bytes[tid]
                 dj = t_ddev[tid]
                 pair = t_sdev[tid] * n_dev + dj
+                if streams_on:
+                    s = copy_stream[pair]
+                    if s >= 0 and stream_copy[s] != tid:
+                        if stream_copy[s] >= 0:
+                            t_wait_next[tid] = -1
+                            if stream_head[s] < 0:
+                                stream_head[s] = tid
+                            else:
+                                t_wait_next[stream_tail[s]] = tid
+                            stream_tail[s] = tid
+                            continue
+                        stream_copy[s] = tid
+                bytes_moved += t_bytes[tid]
                 ready_at = now + transfer_overhead
                 start = ready_at
                 end = ready_at
