@@ -9,17 +9,19 @@ counts the bytes each must move, and a cluster with ``update_traffic`` charges e
 at its device's achieved bandwidth.
 
 Without ``--measure``, for each benchmark on the first GPU of ``--cluster``, this prints these op classes'
-modelled seconds against that floor, and the floor's excess over the model as a share of the step's op seconds
-on that GPU (every op the GPU can run, one after another).
+modelled seconds (grappler's, the cluster's ``update_traffic`` off) against that floor, and the floor's excess over
+the model as a share of the step's op seconds on that GPU (every op the GPU can run, one after another).
 
 With ``--measure``, it checks the floor against real kernels: for plain SGD, momentum and Adam updates of one
-variable of 64 and 256 MiB, a training step whose gradient is the sum of two filled tensors is profiled on a
+variable of 64 and 256 MiB (``--mib``), a training step whose gradient is the sum of two filled tensors is profiled on a
 ``local:1`` worker (one TF thread; ``pe.measured_costs``, the kernels' times from a trace), and each update's
 measured time is printed against grappler's cost and the floor's, both at the bandwidth the step's own ``AddV2``
-reached (two tensors read, one written, in its measured time), so no constant is fitted to the updates.
+reached (two tensors read, one written, in its measured time), so no constant is fitted to the updates. The
+floor counts the bytes the CPU kernels move (``update_traffic_bytes(graph, "CPU")``).
 
 With ``--replay``, every simulated row of the results files is evaluated again on its cluster with and without
-``update_traffic`` (a row that does not reproduce without it is an error), and per task this prints how much
+``update_traffic`` (a row that does not reproduce without it is an error: the rows replayed are those made before
+the presets turned it on), and per task this prints how much
 slower the placements get, the rank correlation of their runtimes (Kendall's tau) and whether the fastest row
 changes (and by how much the old fastest then trails). It replays the placements found without the floor; a
 search run with it may find others.
@@ -67,20 +69,20 @@ def _gap_table(cluster_name: str, benchmarks: list[str]) -> None:
     from placement_env.costs import SCATTER, SEGMENT_SUM, UPDATE_PREFIX, achieved_rates, analytical_costs
     from placement_env.costs import update_traffic_bytes
 
-    cluster = pe.load_cluster(cluster_name)
+    cluster = dataclasses.replace(pe.load_cluster(cluster_name), update_traffic=False)  # grappler's alone
     gpus = np.flatnonzero(cluster.is_gpu)
     if not gpus.size:
         raise SystemExit(f"cluster {cluster_name!r} has no GPU; pick one that has (e.g. k80-2gpu)")
     gpu = int(gpus[0])
     bandwidth = achieved_rates(cluster.devices[gpu])[1]
     print(f"{cluster_name}, {cluster.devices[gpu].name}: achieved memory bandwidth {bandwidth / 1e9:.0f} GB/s")
-    print("| benchmark | op class | ops | modelled (ms) | traffic floor (ms) | floor - modelled, share of the step's op "
-          "time |")
+    print("| benchmark | op class | ops | modelled (ms) | traffic floor (ms) | floor - modelled, share of the step's "
+          "op time |")
     print("|---|---|---|---|---|---|")
     for name in benchmarks:
         graph = pe.load_benchmark(name)
         seconds = analytical_costs(graph, cluster).seconds[:, gpu]
-        floor_all = update_traffic_bytes(graph) / bandwidth
+        floor_all = update_traffic_bytes(graph, "GPU") / bandwidth
         on_gpu = pe.allowed_devices(graph, cluster)[graph.group, gpu]
         step = float(seconds[on_gpu].sum())
         types = np.asarray(graph.op_types, dtype=str)
@@ -96,7 +98,7 @@ def _gap_table(cluster_name: str, benchmarks: list[str]) -> None:
                   f"{gap * 1e3:.1f} ms, {gap / step:.2%} of {step:.3f} s |")
 
 
-def _measure() -> None:
+def _measure(sizes_mib: list[int]) -> None:
     from tqdm import tqdm
 
     import placement_env as pe
@@ -110,7 +112,7 @@ def _measure() -> None:
     print("| update | variable | update's traffic | AddV2: measured / modelled (ms) | bandwidth | update measured (ms) "
           "| grappler (ms, x measured) | with the floor (ms, x measured) |")
     print("|---|---|---|---|---|---|---|---|")
-    cases = [(optimizer, mib) for optimizer in OPTIMIZERS for mib in MEASURED_MIB]
+    cases = [(optimizer, mib) for optimizer in OPTIMIZERS for mib in sizes_mib]
     for optimizer, mib in tqdm(cases, desc="profiling updates", unit="step", leave=False):
         graph = optimizer_step(optimizer, mib * 2**20 // 4)
         types = np.asarray(graph.op_types, dtype=str)
@@ -122,7 +124,7 @@ def _measure() -> None:
         at_bandwidth = dataclasses.replace(local, devices=(device,))
         grappler = analytical_costs(graph, at_bandwidth).seconds[:, 0]
         floored = analytical_costs(graph, dataclasses.replace(at_bandwidth, update_traffic=True)).seconds[:, 0]
-        traffic = update_traffic_bytes(graph)[update]
+        traffic = update_traffic_bytes(graph, "CPU")[update]
         tqdm.write(f"| {types[update]} | {mib} MiB | {traffic / 2**20:.0f} MiB | {measured[add] * 1e3:.2f} / "
                    f"{grappler[add] * 1e3:.2f} | {bandwidth / 1e9:.1f} GB/s | {measured[update] * 1e3:.2f} | "
                    f"{grappler[update] * 1e3:.2f} ({grappler[update] / measured[update]:.2f}x) | "
@@ -146,7 +148,7 @@ def _replay(paths: list[str]) -> None:
             key = json.dumps([row["benchmark"], row["cluster"]])
             if key not in evaluators:
                 graph, cluster = pe.load_benchmark(row["benchmark"]), pe.load_cluster(row["cluster"])
-                evaluators[key] = (pe.Evaluator(graph, cluster),
+                evaluators[key] = (pe.Evaluator(graph, dataclasses.replace(cluster, update_traffic=False)),
                                    pe.Evaluator(graph, dataclasses.replace(cluster, update_traffic=True)))
             without, floored = (evaluator.batch([row["placement"]])[0] for evaluator in evaluators[key])
             if not np.isclose(without.runtime_s, row["runtime_s"], rtol=1e-9, atol=0.0):
@@ -172,6 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--measure", action="store_true",
                       help="time real updates on a local:1 worker instead (about a minute; run it alone)")
+    parser.add_argument("--mib", nargs="+", type=int, default=list(MEASURED_MIB),
+                        help="with --measure: the variables' sizes in MiB (default: %(default)s)")
     mode.add_argument("--replay", nargs="+", metavar="FILE", help="replay these results files' simulated rows "
                       "with and without the floor instead")
     args = parser.parse_args(argv)
@@ -179,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import_tensorflow_quietly()
     if args.measure:
-        _measure()
+        _measure(args.mib)
     elif args.replay:
         _replay(args.replay)
     else:

@@ -22,9 +22,9 @@ Results are cached per (graph, device type) under ``cache_dir() / "costs-<key>.n
 What grappler leaves out: a resource variable reaches the ops that use it as a handle of 0 bytes, so a
 variable update (``ResourceApply*``) is costed by its arithmetic and its gradient alone, and a dense
 embedding gradient (``UnsortedSegmentSum``) and a sparse update (``ResourceScatterAdd``) by their arithmetic.
-:func:`update_traffic_bytes` counts the bytes each of them must move; on a cluster with ``update_traffic``
-an op is charged at least those bytes at its device's achieved bandwidth (plus its overhead), the
-roofline's memory side.
+:func:`update_traffic_bytes` counts the bytes each of them moves, from what its kernel reads and writes on the
+device's kind; on a cluster with ``update_traffic`` an op is charged at least those bytes at its device's achieved
+bandwidth (plus its overhead), the roofline's memory side.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ import numpy as np
 
 from .cache import cache_dir
 from .cluster import Cluster, Device
-from .opgraph import OpGraph
+from .opgraph import DEVICE_KINDS, OpGraph
 
 COST_MODEL_VERSION = 1  # bump when the way costs are derived changes (invalidates the cache)
 GPU_ARCHITECTURE = "6"  # grappler: 64 cores per multiprocessor for compute capability >= 6
@@ -50,6 +50,25 @@ UNLIMITED_MEMORY = 2**62  # memory_size for cost probing, so a big graph on one 
 UPDATE_PREFIX = "ResourceApply"  # dense variable updates: ResourceApplyGradientDescent, ...Momentum, ...Adam, ...
 SEGMENT_SUM = "UnsortedSegmentSum"  # a dense embedding gradient
 SCATTER = "ResourceScatterAdd"  # a sparse update of a variable's rows (plain SGD on an embedding table)
+# Passes of a variable's size that a dense update's kernel makes beyond the one read of each data input and the one
+# read and one write of each variable and slot (update_traffic_bytes), per (op type, device kind), from the kernels
+# (TF 2.x, tensorflow/core/kernels/training_ops.cc for CPU, training_ops_gpu.cu.cc for GPU). Other updates
+# (Adagrad, RMSProp, ...) are charged the generic count, a floor of what their kernels move.
+UPDATE_EXTRA_PASSES = {
+    # ApplyMomentum<CPUDevice> and <GPUDevice>: `accum = accum * momentum + grad`, then `var -= accum * lr`, two
+    # expressions, so the accumulator is read again: 6 passes, not 5. (With use_nesterov the second expression reads
+    # the gradient too, a 7th, not counted: the benchmarks' MomentumOptimizer does not use it.)
+    ("ResourceApplyMomentum", "CPU"): 1, ("ResourceApplyMomentum", "GPU"): 1,
+    # ApplyKerasMomentum<CPUDevice> and <GPUDevice>: the same two expressions (`accum = accum * momentum - grad * lr`,
+    # then `var += accum`).
+    ("ResourceApplyKerasMomentum", "CPU"): 1, ("ResourceApplyKerasMomentum", "GPU"): 1,
+    # ApplyAdamNonCuda (CPU): a parallelFor whose every shard runs three expressions over its range, m from the
+    # gradient and m, v from the gradient and v, then var from var, m and v: the gradient, m and v are read twice,
+    # 10 passes, not 7, once a shard outgrows the caches (Eigen's shards are at least 1/(4 x threads) of the
+    # variable; with one thread the whole variable is one shard). The GPU's ApplyAdamKernel reads var, m, v and the
+    # gradient once per element and writes var, m and v once: no extra pass.
+    ("ResourceApplyAdam", "CPU"): 3,
+}
 
 # Counters tests and users can read: how many grappler runs and cache hits this process made.
 STATS = {"grappler_runs": 0, "cache_hits": 0, "cache_corrupt": 0}
@@ -231,13 +250,16 @@ def _save_cached(path, seconds: np.ndarray, unreported: int) -> None:
     os.replace(tmp, path)
 
 
-def update_traffic_bytes(graph: OpGraph) -> np.ndarray:
-    """Per op, the bytes of memory traffic a variable update, sparse update or dense embedding gradient cannot
-    avoid (0 for every other op): a dense update reads its data inputs (the gradient and scalars) and reads and
-    writes each variable whose handle it takes (the variable and its optimiser slots: 3x the variable's bytes
-    for plain SGD, 5x with momentum, 7x for Adam); a sparse update reads its inputs and reads and writes the rows
-    it updates (as many bytes as its largest input); a segment sum reads its inputs and writes its output.
-    A variable is a data input of 0 bytes from an op that holds persistent bytes (a ``VarHandleOp``)."""
+def update_traffic_bytes(graph: OpGraph, kind: str) -> np.ndarray:
+    """Per op, the bytes of memory traffic a variable update, sparse update or dense embedding gradient moves on a
+    device of ``kind`` (one of ``DEVICE_KINDS``; 0 for every other op): a dense update reads its data inputs (the
+    gradient and scalars), reads and writes each variable whose handle it takes (the variable and its optimiser
+    slots) and makes its kernel's extra passes (:data:`UPDATE_EXTRA_PASSES`): 3x the variable's bytes for plain
+    SGD, 6x with momentum, 7x for Adam on a GPU and 10x on a CPU; a sparse update reads its inputs and reads and
+    writes the rows it updates (as many bytes as its largest input); a segment sum reads its inputs and writes its
+    output. A variable is a data input of 0 bytes from an op that holds persistent bytes (a ``VarHandleOp``)."""
+    if kind not in DEVICE_KINDS:
+        raise ValueError(f"kind = {kind!r}: must be one of {', '.join(DEVICE_KINDS)}")
     n = graph.n_ops
     src, dst = np.asarray(graph.edge_src), np.asarray(graph.edge_dst)
     edge_bytes = np.asarray(graph.edge_bytes, np.int64)
@@ -247,6 +269,7 @@ def update_traffic_bytes(graph: OpGraph) -> np.ndarray:
     read_edges = data & ~variable
     read = np.bincount(dst[read_edges], weights=edge_bytes[read_edges], minlength=n).astype(np.int64)
     variables = np.bincount(dst[variable], weights=persistent[src[variable]], minlength=n).astype(np.int64)
+    n_variables = np.bincount(dst[variable], minlength=n)
     largest = np.zeros(n, np.int64)
     np.maximum.at(largest, dst[read_edges], edge_bytes[read_edges])
     cumulative = np.concatenate([[0], np.cumsum(np.asarray(graph.output_bytes, np.int64))])
@@ -256,6 +279,10 @@ def update_traffic_bytes(graph: OpGraph) -> np.ndarray:
     out = np.zeros(n, np.int64)
     update = np.char.startswith(types, UPDATE_PREFIX)
     out[update] = read[update] + 2 * variables[update]
+    for (op_type, op_kind), passes in UPDATE_EXTRA_PASSES.items():
+        if op_kind == kind:
+            extra = (types == op_type) & (n_variables > 0)
+            out[extra] += passes * (variables[extra] // n_variables[extra])  # the variable and its slots: one size
     scatter = types == SCATTER
     out[scatter] = read[scatter] + 2 * largest[scatter]
     segment_sum = types == SEGMENT_SUM
@@ -273,8 +300,8 @@ def analytical_costs(graph: OpGraph, cluster: Cluster, *, use_cache: bool = True
     Each device's ``op_overhead_s`` is added to every op (grappler models no per-op overhead).
     Ops without a kernel for a device kind still get the analytical cost (grappler works from
     shapes and types, not kernels); such placements fail at run time, not here. On a cluster with
-    ``update_traffic``, an op takes at least its :func:`update_traffic_bytes` at the device's achieved
-    bandwidth plus its overhead.
+    ``update_traffic``, an op takes at least its :func:`update_traffic_bytes` for the device's kind at the
+    device's achieved bandwidth plus its overhead.
     """
 
     columns: dict[tuple, tuple[np.ndarray, int]] = {}
@@ -293,8 +320,9 @@ def analytical_costs(graph: OpGraph, cluster: Cluster, *, use_cache: bool = True
             _save_cached(path, *columns[key])
     seconds = np.stack([columns[op_type_key(d)][0] for d in cluster.devices], axis=1) + cluster.op_overhead_s
     if cluster.update_traffic:
-        bandwidth = np.array([achieved_rates(d)[1] for d in cluster.devices])
-        traffic = update_traffic_bytes(graph)[:, None] / bandwidth + cluster.op_overhead_s
+        traffic_by_kind = {kind: update_traffic_bytes(graph, kind) for kind in {d.kind for d in cluster.devices}}
+        traffic = np.stack([traffic_by_kind[d.kind] / achieved_rates(d)[1] for d in cluster.devices], axis=1)
+        traffic += cluster.op_overhead_s
         seconds = np.maximum(seconds, traffic)
     unreported = max((u for _, u in columns.values()), default=0)
     return OpCosts(seconds=seconds, source=f"{ANALYTICAL_SOURCE} (TF {_tf_version()})", n_unreported=unreported)

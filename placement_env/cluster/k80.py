@@ -104,5 +104,6 @@ def k80_machine(n_gpus: int, parameters: Mapping[str, float] | None = None, name
     topology = Topology(("host", *(f"k80:{b}" for b in range(boards))), tuple(links))
     return topology_cluster(name or f"paper-{n_gpus}gpu", [cpu, *gpus], topology,
                             transfer_overhead_s=p["transfer_overhead_s"], buffer_forwarding=True,
+                            update_traffic=True,  # updates move their kernels' bytes (costs.update_traffic_bytes)
                             accumulate_sums=False,  # the TF of early 2017 had no grappler memory optimizer
                             copy_streams=True)  # TF's GPU copy streams (simulated.copy_stream_per_pair)
