@@ -125,11 +125,11 @@ def test_every_preset_is_its_method_with_its_arguments():
     assert pe.resolve_method("agents.sb3_harness:place_a2c").keywords == {"algorithm": "A2C"}
 
 
-def test_all_is_the_built_in_methods_then_their_presets_as_before_presets_existed():
+def test_all_is_the_built_in_methods_then_their_presets():
     assert [str(spec) for spec in _method_specs(["all"])] == [
         "single_cpu", "single_gpu", "random_search", "expert", "scotch", "mincut", "metis", "heft", "m_topo", "m_etf",
         "hill_climbing", "simulated_annealing", "cross_entropy", "brkga", "hill_climbing_warm",
-        "simulated_annealing_warm", "cross_entropy_warm", "brkga_warm"]
+        "simulated_annealing_warm", "cross_entropy_warm", "brkga_warm", "expert_tf1"]
     assert [str(s) for s in _method_specs(["all", "thirdparty_agent:best_of@tries=2"])][-1] == \
         "thirdparty_agent:best_of@tries=2"
     with pytest.raises(ValueError, match="hill_climbing_warm given more than once"):

@@ -106,4 +106,5 @@ def k80_machine(n_gpus: int, parameters: Mapping[str, float] | None = None, name
                             transfer_overhead_s=p["transfer_overhead_s"], buffer_forwarding=True,
                             update_traffic=True,  # updates move their kernels' bytes (costs.update_traffic_bytes)
                             accumulate_sums=False,  # the TF of early 2017 had no grappler memory optimizer
-                            copy_streams=True)  # TF's GPU copy streams (simulated.copy_stream_per_pair)
+                            copy_streams=True,  # TF's GPU copy streams (simulated.copy_stream_per_pair)
+                            ready_fifo=True)  # TF's executor runs ready ops in the order they became ready

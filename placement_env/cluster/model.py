@@ -65,14 +65,18 @@ class Cluster:
     accumulate_sums: bool = False
     # Whether a variable update, a sparse update and a dense embedding gradient take at least the memory
     # traffic they must move at the device's achieved bandwidth (costs.update_traffic_bytes): grappler's
-    # analytical model sees a resource variable as a handle of 0 bytes. Off on the presets, whose stored
-    # results are made without it.
+    # analytical model sees a resource variable as a handle of 0 bytes. On for the as-built and modern GPU
+    # presets; off on the ideal ones.
     update_traffic: bool = False
     # Whether each GPU performs the copies into and out of it on its copy streams, as TF's GPU device does:
     # a FIFO stream each for host-to-device, device-to-host and device-to-device copies; a tensor's fixed cost
     # (``transfer_overhead_s``) is then work on its copy's stream rather than a free delay (see the simulated
     # runtime's docstring). Off: every transfer waits only for its links, as on the ideal presets.
     copy_streams: bool = False
+    # Whether a device starts its waiting ops in the order they became ready, as TF's executor runs its ready
+    # queue (executor.cc ScheduleReady: inexpensive kernels, which GPU kernels are, run inline in that order;
+    # expensive ones go to the inter-op pool in it). Off: lowest op index first, as on the ideal presets.
+    ready_fifo: bool = False
     # CPU work on both ends of every cross-device tensor, as between TF worker processes over
     # loopback gRPC (None: transfers cost the devices nothing, as a GPU's copy engines).
     host_transfer: HostTransfer | None = None
@@ -109,7 +113,7 @@ class Cluster:
             raise ClusterConfigError("a cluster has either local_workers or a remote_target, not both")
         object.__setattr__(self, "remote_jobs", MappingProxyType(jobs))
         object.__setattr__(self, "transfer_overhead_s", seconds(self.transfer_overhead_s, "transfer_overhead_s"))
-        for key in ("buffer_forwarding", "accumulate_sums", "update_traffic", "copy_streams"):
+        for key in ("buffer_forwarding", "accumulate_sums", "update_traffic", "copy_streams", "ready_fifo"):
             object.__setattr__(self, key, check_bool(getattr(self, key), key))
         check_host_transfer(self.host_transfer, [d.kind for d in devices], [d.name for d in devices])
         if self.topology is not None:
@@ -141,19 +145,21 @@ class Cluster:
                 and self.accumulate_sums == other.accumulate_sums
                 and self.update_traffic == other.update_traffic
                 and self.copy_streams == other.copy_streams
+                and self.ready_fifo == other.ready_fifo
                 and self.host_transfer == other.host_transfer)
 
     def __hash__(self) -> int:
         return hash((self.name, self.devices, self.local_workers, self.remote_target,
                      tuple(sorted(self.remote_jobs.items())), self.bandwidth.tobytes(), self.latency.tobytes(),
                      self.topology, self.transfer_overhead_s, self.buffer_forwarding, self.accumulate_sums,
-                     self.update_traffic, self.copy_streams, self.host_transfer))
+                     self.update_traffic, self.copy_streams, self.ready_fifo, self.host_transfer))
 
     def __reduce__(self) -> tuple:
         # Rebuild through __init__ so an unpickled cluster is validated and its arrays read-only.
         return (Cluster, (self.name, self.devices, self.bandwidth, self.latency, self.local_workers,
                           self.remote_target, dict(self.remote_jobs), self.topology, self.transfer_overhead_s,
                           self.buffer_forwarding, self.accumulate_sums, self.update_traffic, self.copy_streams,
+                          self.ready_fifo,
                           self.host_transfer))
 
     # -- array views for simulators ---------------------------------------------------------
@@ -291,6 +297,8 @@ class Cluster:
             lines.append("  variable updates take at least their memory traffic at the device's achieved bandwidth")
         if self.copy_streams:
             lines.append("  each GPU copies on its host-to-device, device-to-host and device-to-device streams (TF)")
+        if self.ready_fifo:
+            lines.append("  each device starts its waiting ops in the order they became ready (TF's executor)")
         if self.topology is not None:
             return "\n".join(lines + self.topology.describe([d.name for d in self.devices]))
         if groups:

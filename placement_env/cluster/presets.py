@@ -95,7 +95,8 @@ def _dgx1_v100_4gpu() -> Cluster:
     links += [Link(f"gpu:{i}", f"plx:{i // 2}", bandwidth, latency, "PCIe 3.0 x16") for i in range(4)]
     return topology_cluster("dgx1-v100-4gpu", [cpu, *gpus], Topology(("host", "plx:0", "plx:1"), tuple(links)),
                             update_traffic=True,  # updates move their kernels' bytes (costs.update_traffic_bytes)
-                            copy_streams=True)  # TF's GPU copy streams (simulated.copy_stream_per_pair)
+                            copy_streams=True,  # TF's GPU copy streams (simulated.copy_stream_per_pair)
+                            ready_fifo=True)  # TF's executor runs ready ops in the order they became ready
 
 
 def _dgx_h100_8gpu() -> Cluster:
@@ -130,7 +131,8 @@ def _dgx_h100_8gpu() -> Cluster:
     links += [Link(f"gpu:{i}", "host", 55.0 * GB, 10e-6, "PCIe 5.0 x16") for i in range(8)]
     return topology_cluster("dgx-h100-8gpu", [cpu, *gpus], Topology(("host", "nvswitch"), tuple(links)),
                             update_traffic=True,  # updates move their kernels' bytes (costs.update_traffic_bytes)
-                            copy_streams=True)  # TF's GPU copy streams (simulated.copy_stream_per_pair)
+                            copy_streams=True,  # TF's GPU copy streams (simulated.copy_stream_per_pair)
+                            ready_fifo=True)  # TF's executor runs ready ops in the order they became ready
 
 
 def _host_memory_bytes() -> int:

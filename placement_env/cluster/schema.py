@@ -38,7 +38,8 @@ DEVICE_REQUIRED = ("name", "kind", "peak_flops", "memory_bandwidth", "memory_byt
 DEVICE_OPTIONAL = ("tf_device", "op_overhead_s", *FRACTIONS)
 CLUSTER_REQUIRED = ("name", "devices")
 CLUSTER_OPTIONAL = ("default_link", "links", "topology", "transfer_overhead_s", "buffer_forwarding", "accumulate_sums",
-                    "update_traffic", "copy_streams", "host_transfer", "local_workers", "remote_target", "remote_jobs")
+                    "update_traffic", "copy_streams", "ready_fifo", "host_transfer", "local_workers", "remote_target",
+                    "remote_jobs")
 TOPOLOGY_REQUIRED = ("links",)
 TOPOLOGY_OPTIONAL = ("switches",)
 TOPOLOGY_LINK_REQUIRED = ("a", "b", "bandwidth")
@@ -100,6 +101,8 @@ def to_dict(cluster: Cluster) -> dict[str, Any]:
         out["update_traffic"] = True
     if cluster.copy_streams:
         out["copy_streams"] = True
+    if cluster.ready_fifo:
+        out["ready_fifo"] = True
     if cluster.host_transfer is not None:
         out["host_transfer"] = cluster.host_transfer.to_dict()
     if cluster.topology is not None:
@@ -174,6 +177,7 @@ def from_dict(cls: type[C], data: Mapping[str, Any]) -> C:
                accumulate_sums=data.get("accumulate_sums", False),
                update_traffic=data.get("update_traffic", False),
                copy_streams=data.get("copy_streams", False),
+               ready_fifo=data.get("ready_fifo", False),
                host_transfer=HostTransfer.from_dict(data["host_transfer"]) if "host_transfer" in data else None)
 
 

@@ -4,7 +4,8 @@ Semantics (one training step):
 
 * An op starts when every input (data and control edge) has arrived on its device and one of its
   device's ``concurrency`` lanes is free (GPU 1, CPU its inter-op threads). Ready ops start in
-  topological (op index) order; all events of one instant are processed before ops are started.
+  topological (op index) order, or on a cluster with ``ready_fifo`` in the order they became ready (TF's
+  executor runs its ready queue first in, first out); all events of one instant are processed before ops are started.
 * ``op_seconds[i, d]`` is op i's time with the whole of device d. The ops running on a device share
   its throughput equally (processor sharing): with k of them active each progresses at rate
   min(1/k, ``op_share[d]``), so an op finishes once it has had ``op_seconds`` of whole-device
@@ -84,10 +85,11 @@ __all__ = ["SIMULATOR_VERSION", "VERSION_CHANGES", "SimulationPlan", "check_thre
 # change can alter a simulated runtime, peak or failure, so ``validate`` can tell a row made by
 # another model from a row that does not reproduce, and say in VERSION_CHANGES which clusters the
 # change concerns: the Cluster option it applies to, or None for every cluster.
-SIMULATOR_VERSION = 3
+SIMULATOR_VERSION = 4
 VERSION_CHANGES = {
     2: None,  # sums accumulate on `accumulate_sums` clusters (and the model before it had no version)
     3: "copy_streams",  # GPUs copy on their copy streams, the per-tensor cost is work on the stream
+    4: "ready_fifo",  # devices start their waiting ops in the order they became ready
 }
 
 
@@ -200,6 +202,7 @@ class SimulationPlan:
         self.host_cost = np.array([host.per_tensor_s, 1.0 / host.bandwidth] if host is not None else [], np.float64)
         self.capacity = cluster.memory_bytes.astype(np.int64)
         self.is_sum = self._sums(graph) if cluster.accumulate_sums else np.zeros(n, np.bool_)
+        self.ready_fifo = cluster.ready_fifo
 
     def _sums(self, graph: OpGraph) -> np.ndarray:
         """Per op: a sum grappler may turn into an accumulation (AddN or AccumulateNV2 of more than
@@ -238,7 +241,7 @@ class SimulationPlan:
                 self.edge_slot, self.slot_gout, self.slot_dst, self.output_ptr, self.output_bytes, self.op_output_bytes,
                 self.forward_slot, self.out_forward_slot, self.persistent, self.concurrency, self.op_share,
                 self.latency, self.route_ptr, self.route_res, self.res_bandwidth, self.res_latency,
-                self.transfer_overhead, self.copy_stream, self.host_cost, self.is_sum)
+                self.transfer_overhead, self.copy_stream, self.host_cost, self.is_sum, self.ready_fifo)
 
     # ---- results ----
     def _no_kernel(self, placement: np.ndarray, bad: np.ndarray) -> Measurement:

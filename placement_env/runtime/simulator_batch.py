@@ -41,7 +41,7 @@ def accumulating_devices(dev, is_sum, peak, capacity):
 def _simulate_step(dev, capacity, record, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot,
                    slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot,
                    persistent, concurrency, op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
-                   transfer_overhead, copy_stream, host_cost, is_sum):
+                   transfer_overhead, copy_stream, host_cost, is_sum, ready_fifo):
     """:func:`simulate_core` of ``dev`` (device per op), run a second time with accumulating sums where its first
     run's peak calls for it. Inlined, so that each caller passes ``record`` as a constant: with a constant the
     compiler drops the record's branches from the loop, which made a step 2.5-3x faster (docs/findings.md). It
@@ -50,13 +50,13 @@ def _simulate_step(dev, capacity, record, op_seconds, out_ptr, edge_dst, edge_go
     res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout,
                         slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent,
                         concurrency, op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
-                        transfer_overhead, copy_stream, host_cost, is_sum, none, record)
+                        transfer_overhead, copy_stream, host_cost, is_sum, none, ready_fifo, record)
     rewrite = accumulating_devices(dev, is_sum, res[1], capacity)
     if rewrite.any():
         res = simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout,
                             slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot,
                             persistent, concurrency, op_share, latency, route_ptr, route_res, res_bandwidth,
-                            res_latency, transfer_overhead, copy_stream, host_cost, is_sum, rewrite, record)
+                            res_latency, transfer_overhead, copy_stream, host_cost, is_sum, rewrite, ready_fifo, record)
     return res
 
 
@@ -64,31 +64,31 @@ def _simulate_step(dev, capacity, record, op_seconds, out_ptr, edge_dst, edge_go
 def simulate_step(dev, capacity, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout,
                   slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent,
                   concurrency, op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
-                  copy_stream, host_cost, is_sum):
+                  copy_stream, host_cost, is_sum, ready_fifo):
     """One step of ``dev`` (device per op) as :func:`simulate_core` returns it, with no record of its schedule."""
     return _simulate_step(dev, capacity, False, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot,
                           slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot,
                           out_forward_slot, persistent, concurrency, op_share, latency, route_ptr, route_res,
-                          res_bandwidth, res_latency, transfer_overhead, copy_stream, host_cost, is_sum)
+                          res_bandwidth, res_latency, transfer_overhead, copy_stream, host_cost, is_sum, ready_fifo)
 
 
 @njit(cache=True)
 def simulate_step_recorded(dev, capacity, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot,
                            slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot,
                            out_forward_slot, persistent, concurrency, op_share, latency, route_ptr, route_res,
-                           res_bandwidth, res_latency, transfer_overhead, copy_stream, host_cost, is_sum):
+                           res_bandwidth, res_latency, transfer_overhead, copy_stream, host_cost, is_sum, ready_fifo):
     """:func:`simulate_step` with the record of the schedule and the memory timeline."""
     return _simulate_step(dev, capacity, True, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot,
                           slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot,
                           out_forward_slot, persistent, concurrency, op_share, latency, route_ptr, route_res,
-                          res_bandwidth, res_latency, transfer_overhead, copy_stream, host_cost, is_sum)
+                          res_bandwidth, res_latency, transfer_overhead, copy_stream, host_cost, is_sum, ready_fifo)
 
 
 @njit(cache=True)
 def simulate_row(r, placements, group, capacity, runtimes, peaks, busys, moved, op_seconds, out_ptr, edge_dst,
                  edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout, slot_dst, output_ptr, output_bytes,
                  op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency, op_share, latency, route_ptr,
-                 route_res, res_bandwidth, res_latency, transfer_overhead, copy_stream, host_cost, is_sum):
+                 route_res, res_bandwidth, res_latency, transfer_overhead, copy_stream, host_cost, is_sum, ready_fifo):
     """Row ``r`` of :func:`simulate_many`: the step of ``placements[r]`` (device per group; ``group``: group per
     op), written to row r of the outputs. The arguments from ``op_seconds`` on are the core's."""
     dev = np.empty(group.shape[0], DEVICE_INDEX)
@@ -97,7 +97,7 @@ def simulate_row(r, placements, group, capacity, runtimes, peaks, busys, moved, 
     res = _simulate_step(dev, capacity, False, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot,
                          slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot,
                          persistent, concurrency, op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
-                         transfer_overhead, copy_stream, host_cost, is_sum)
+                         transfer_overhead, copy_stream, host_cost, is_sum, ready_fifo)
     runtimes[r] = res[0]
     peaks[r] = res[1]
     busys[r] = res[2]
@@ -108,7 +108,7 @@ def simulate_row(r, placements, group, capacity, runtimes, peaks, busys, moved, 
 def simulate_many(placements, group, capacity, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot,
                   slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot,
                   persistent, concurrency, op_share, latency, route_ptr, route_res, res_bandwidth, res_latency,
-                  transfer_overhead, copy_stream, host_cost, is_sum):
+                  transfer_overhead, copy_stream, host_cost, is_sum, ready_fifo):
     """:func:`simulate_row` for every row of ``placements``, one after another. Returns (runtimes, peaks
     [k, device], busy seconds [k, device], bytes moved); records no schedule."""
     k, n_dev = placements.shape[0], capacity.shape[0]
@@ -117,7 +117,7 @@ def simulate_many(placements, group, capacity, op_seconds, out_ptr, edge_dst, ed
         simulate_row(r, placements, group, capacity, *out, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr,
                      edge_slot, slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot,
                      out_forward_slot, persistent, concurrency, op_share, latency, route_ptr, route_res, res_bandwidth,
-                     res_latency, transfer_overhead, copy_stream, host_cost, is_sum)
+                     res_latency, transfer_overhead, copy_stream, host_cost, is_sum, ready_fifo)
     return out
 
 
@@ -125,7 +125,7 @@ def simulate_many(placements, group, capacity, op_seconds, out_ptr, edge_dst, ed
 def simulate_many_parallel(placements, group, capacity, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr,
                            edge_slot, slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot,
                            out_forward_slot, persistent, concurrency, op_share, latency, route_ptr, route_res,
-                           res_bandwidth, res_latency, transfer_overhead, copy_stream, host_cost, is_sum):
+                           res_bandwidth, res_latency, transfer_overhead, copy_stream, host_cost, is_sum, ready_fifo):
     """:func:`simulate_many` with the rows shared out over numba's threads (``numba.set_num_threads``); the
     same results. A separate function, so that a batch on one thread never starts numba's thread pool; not
     the same Python function compiled twice, because numba's on-disk cache keys a function by its code
@@ -138,5 +138,5 @@ def simulate_many_parallel(placements, group, capacity, op_seconds, out_ptr, edg
         simulate_row(r, placements, group, capacity, *out, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr,
                      edge_slot, slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot,
                      out_forward_slot, persistent, concurrency, op_share, latency, route_ptr, route_res, res_bandwidth,
-                     res_latency, transfer_overhead, copy_stream, host_cost, is_sum)
+                     res_latency, transfer_overhead, copy_stream, host_cost, is_sum, ready_fifo)
     return out

@@ -47,7 +47,7 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                   output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent, concurrency,
                   op_share,
                   latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead, copy_stream, host_cost,
-                   is_sum, accumulating, record):
+                   is_sum, accumulating, ready_fifo, record):
     """One step of the placement ``dev`` (device per op); see the simulated runtime's module docstring.
 
     A sum (``is_sum``) placed on a device with ``accumulating`` true allocates its output when its
@@ -65,6 +65,10 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
     With ``copy_stream`` (per ordered device pair, the stream that performs its copies or -1; empty: no
     streams), a transfer is a copy on that stream: each stream performs one copy at a time, in the order they
     are put on it, from its start (the fixed overhead, then the route) to its end.
+
+    A device starts its waiting ops lowest op index first, or with ``ready_fifo`` in the order they became
+    ready (TF's executor: a ready op is queued and run in that order). Ops wait as their sequence key
+    ``key``: the op index, or with ``ready_fifo`` the count of ops made ready before it (``op_of[key]``: the op).
 
     Returns (makespan, peak, busy, bytes_moved, ops started, op_start, op_end, then per transfer its
     source op, output, source device, destination device, start, end and bytes, then the memory
@@ -179,10 +183,17 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
     ready1 = np.zeros((n_dev, (n_words + 63) >> 6), np.uint64)
     ready_low = np.full(n_dev, ready1.shape[1], np.int64)
     ready_size = np.zeros(n_dev, np.int64)
+    op_of = np.empty(n if ready_fifo else 0, np.int64)  # with ready_fifo, the op waiting under each key
+    n_readied = 0  # ops made ready so far: the next key with ready_fifo
     for i in range(n):
         if remaining[i] == 0:
             d = dev[i]
-            ready_push(ready0, ready1, ready_low, ready_size, d, i + n_tasks)
+            key = i
+            if ready_fifo:
+                key = n_readied
+                op_of[key] = i
+                n_readied += 1
+            ready_push(ready0, ready1, ready_low, ready_size, d, key + n_tasks)
     # The event heap holds the transfers' starts and ends and the control edges' arrivals: value =
     # kind * cap + index (a transfer or an edge), cap a power of two above every index, so that the
     # kind is a shift away.
@@ -213,7 +224,7 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
     now = 0.0
 
     while True:
-        # start ready ops on free lanes, lowest op index first
+        # start ready ops on free lanes, lowest key first
         for d in range(n_dev):
             if free_lanes[d] == 0 or ready_size[d] == 0:
                 continue
@@ -226,6 +237,8 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                 v_time[d] = now
             while free_lanes[d] > 0 and ready_size[d] > 0:
                 i = ready_pop(ready0, ready1, ready_low, ready_size, d) - n_tasks
+                if ready_fifo and i >= 0:
+                    i = op_of[i]
                 free_lanes[d] -= 1
                 if i < 0:  # a host transfer's send or receive task: one thread's work
                     dur = host_fixed + t_bytes[(i + n_tasks) >> 1] * host_per_byte
@@ -368,7 +381,12 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                     if dj == di:
                         remaining[j] -= 1
                         if remaining[j] == 0:
-                            ready_push(ready0, ready1, ready_low, ready_size, dj, j + n_tasks)
+                            key = j
+                            if ready_fifo:
+                                key = n_readied
+                                op_of[key] = j
+                                n_readied += 1
+                            ready_push(ready0, ready1, ready_low, ready_size, dj, key + n_tasks)
                         if accumulating[dj] and edge_gout[e] >= 0 and is_sum[j]:
                             n_notes = add_in(edge_slot[e], j, dj, early, sum_allocated, op_output_bytes, output_bytes,
                                              slot_gout, slot_tid, out_refs, t_refs, t_bytes, out_forward_slot, mem, peak,
@@ -417,7 +435,12 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                 remaining[j] -= 1
                 if remaining[j] == 0:
                     dj = dev[j]
-                    ready_push(ready0, ready1, ready_low, ready_size, dj, j + n_tasks)
+                    key = j
+                    if ready_fifo:
+                        key = n_readied
+                        op_of[key] = j
+                        n_readied += 1
+                    ready_push(ready0, ready1, ready_low, ready_size, dj, key + n_tasks)
             # Put each transfer on its route after the fixed overhead: it streams through every
             # directed link of the route at once; each link serves its transfers FIFO, each for
             # latency + bytes / bandwidth. It starts once all its links have begun and ends when
@@ -470,7 +493,12 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                     dj = dev[j]
                     remaining[j] -= 1
                     if remaining[j] == 0:
-                        ready_push(ready0, ready1, ready_low, ready_size, dj, j + n_tasks)
+                        key = j
+                        if ready_fifo:
+                            key = n_readied
+                            op_of[key] = j
+                            n_readied += 1
+                        ready_push(ready0, ready1, ready_low, ready_size, dj, key + n_tasks)
                     if accumulating[dj] and is_sum[j]:
                         n_notes = add_in(k, j, dj, early, sum_allocated, op_output_bytes, output_bytes, slot_gout,
                                          slot_tid, out_refs, t_refs, t_bytes, out_forward_slot, mem, peak, record,
