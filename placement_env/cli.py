@@ -38,7 +38,7 @@ NUMBER_FLAGS["linkbench"] = (("megabytes", "--megabytes", {"above": True, "maxim
                              ("steps", "--steps", {"integer": True, "minimum": 1}, ""))
 # Flags that take several values, each of which may be given once: {command: ((attribute, flag), ...)}.
 LIST_FLAGS = {"calibrate": (("benchmarks", "benchmarks"), ("link_runs", "--link-runs")),
-              "run": (("methods", "--methods"), ("seeds", "--seeds"))}
+              "run": (("methods", "--methods"), ("seeds", "--seeds"), ("budget", "--budget"))}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -73,7 +73,9 @@ def main(argv: list[str] | None = None) -> int:
                      help="built-in method names or presets, 'package.module:callable', each with keyword arguments "
                           "as NAME@key=value,key=value (values JSON or bare words: hill_climbing@start=best_heuristic,"
                           "max_groups=2), or all: the built-in methods and their presets (default)")
-    run.add_argument("--budget", type=int, default=100, help="runtime evaluations per method and task; 0 for zero-shot methods (default: %(default)s)")
+    run.add_argument("--budget", type=int, nargs="+", default=[100], metavar="N",
+                     help="runtime evaluations per method and task, one or several budgets; 0 for zero-shot methods "
+                          "(default: 100)")
     run.add_argument("--seeds", type=int, nargs="+", default=[0])
     run.add_argument("-o", "--results", default="results.jsonl", help="results file; rerun to resume (default: %(default)s)")
     check = commands.add_parser("validate", help="replay the placements of a results file and flag mismatches")

@@ -1,4 +1,8 @@
-"""Run placement methods over a suite: one row per (task, method, seed), appended as it finishes.
+"""Run placement methods over a suite: one row per (task, method, seed, budget), appended as it finishes.
+
+The tasks are a suite's (``load_suite``) or given directly (``tasks=``); the budget is one number of runtime
+evaluations or a list of them. ``plan_runs`` lists the rows to make (each argument checked before any work),
+``run_one`` makes one row and ``serial_rows`` makes them in turn in this process.
 
 A method is a spec (``pe.method``): a name of ``BUILT_IN_METHODS`` or ``PRESETS`` or ``"module:callable"``,
 with keyword arguments written ``name@key=value,key=value`` or given as a MethodSpec; every spec is checked
@@ -18,7 +22,8 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 from tqdm import tqdm
@@ -30,7 +35,7 @@ from ..evaluation import Evaluator
 from ..placement import INFRASTRUCTURE, Measurement
 from ..problem import BUILT_IN_METHODS, MethodSpec, Problem, method, solve
 from .results import CONFIGURATION, ResultsWriter, expected_number, versions
-from .suites import Task, load_suite
+from .suites import Task, check_tasks, load_suite
 
 DEFAULT_BUDGET = 100  # runtime evaluations per method and task (methods that search use them)
 
@@ -71,46 +76,84 @@ def _row(suite: str, task: Task, cluster: Cluster, spec: MethodSpec, seed: int, 
     }
 
 
-def run_suite(suite: str, methods: Sequence[str | MethodSpec], results: str | os.PathLike, *,
-              budget: int = DEFAULT_BUDGET, seeds: Sequence[int] = (0,), progress: bool = True) -> list[dict[str, Any]]:
-    """Run every method (a spec as ``pe.method`` takes it, or "all") on every task of ``suite`` for every seed;
-    return the rows written now."""
-    tasks = load_suite(suite)
+@dataclass(frozen=True)
+class Run:
+    """One row to make: ``spec`` on ``task`` with ``seed`` and ``budget`` evaluations."""
+
+    task: Task
+    spec: MethodSpec
+    seed: int
+    budget: int
+
+
+def _budgets(budget: int | Sequence[int]) -> list[int]:
+    """``budget`` as a list of budgets, each an integer >= 0 given once (ValueError naming the bad one)."""
+    budgets = [budget] if isinstance(budget, (int, np.integer)) or not isinstance(budget, Sequence) else list(budget)
+    if not budgets:
+        raise ValueError("budget=[]: give at least one budget (runtime evaluations, 0 for zero-shot methods)")
+    for value in budgets:
+        if expected_number(value, integer=True):
+            raise ValueError(f"budget={value!r}; expected a number of runtime evaluations >= 0 (0: zero-shot, "
+                             f"methods that evaluate nothing)")
+    _refuse_repeats("budget", budgets)
+    return [int(value) for value in budgets]
+
+
+def plan_runs(tasks: Sequence[Task], methods: Sequence[str | MethodSpec], *, budget: int | Sequence[int] = DEFAULT_BUDGET,
+              seeds: Sequence[int] = (0,)) -> list[Run]:
+    """Every (task, method, seed, budget) in the order a serial run makes them, each argument checked first."""
     specs = _method_specs(methods)
-    if expected_number(budget, integer=True):
-        raise ValueError(f"budget={budget!r}; expected a number of runtime evaluations >= 0 (0: zero-shot, "
-                         f"methods that evaluate nothing)")
+    budgets = _budgets(budget)
     seeds = list(seeds)
     for seed in seeds:
         expected = expected_number(seed, integer=True)
         if expected:
             raise ValueError(f"seeds={seeds!r}: seed {seed!r}; {expected}")
     _refuse_repeats("seeds", seeds)
+    return [Run(task, spec, int(seed), b) for b in budgets for task in tasks for spec in specs for seed in seeds]
+
+
+def run_suite(suite: str, methods: Sequence[str | MethodSpec], results: str | os.PathLike, *,
+              tasks: Sequence[Task] | None = None, budget: int | Sequence[int] = DEFAULT_BUDGET,
+              seeds: Sequence[int] = (0,), progress: bool = True) -> list[dict[str, Any]]:
+    """Run every method (a spec as ``pe.method`` takes it, or "all") on every task of ``suite`` for every seed and
+    budget (one budget or a list); return the rows written now. ``tasks`` gives the tasks directly, ``suite`` then
+    being the name the rows carry."""
+    tasks = load_suite(suite) if tasks is None else check_tasks(suite, tasks)
+    runs = plan_runs(tasks, methods, budget=budget, seeds=seeds)
     with ResultsWriter(results) as writer:
-        todo = [(task, spec, seed) for task in tasks for spec in specs for seed in seeds
-                if (suite, task.name, str(spec), seed, budget) not in writer.finished]
-        evaluators: dict[str, Evaluator] = {}
-        try:
-            return [_run_one(suite, task, spec, seed, budget, writer, evaluators)
-                    for task, spec, seed in _progress(todo, suite, progress)]
-        finally:
-            for evaluator in evaluators.values():
-                evaluator.close()
+        todo = [run for run in runs
+                if (suite, run.task.name, str(run.spec), run.seed, run.budget) not in writer.finished]
+        written = []
+        for row in serial_rows(suite, _progress(todo, suite, progress)):
+            writer.append(row)
+            written.append(row)
+        return written
 
 
-def _progress(todo: list, suite: str, progress: bool) -> Iterator:
+def _progress(todo: list[Run], suite: str, progress: bool) -> Iterator[Run]:
     """``todo`` with a progress bar that names the run in hand."""
     bar = tqdm(todo, desc=f"suite {suite}", unit="run", disable=not progress)
-    for item in bar:
-        task, spec, seed = item
-        bar.set_postfix_str(f"{task.name} {spec} seed {seed}")
-        yield item
+    for run in bar:
+        bar.set_postfix_str(f"{run.task.name} {run.spec} seed {run.seed} budget {run.budget}")
+        yield run
 
 
-def _run_one(suite: str, task: Task, spec: MethodSpec, seed: int, budget: int, writer: ResultsWriter,
-             evaluators: dict[str, Evaluator]) -> dict[str, Any]:
-    """Run one method on one task and seed, append its row (a method that raises gives a method_error row, or
-    an infrastructure or configuration row that a rerun does again)."""
+def serial_rows(suite: str, runs: Iterable[Run]) -> Iterator[dict[str, Any]]:
+    """The row of each run in turn, made in this process (one Evaluator per task, closed at the end)."""
+    evaluators: dict[str, Evaluator] = {}
+    try:
+        for run in runs:
+            yield run_one(suite, run, evaluators)
+    finally:
+        for evaluator in evaluators.values():
+            evaluator.close()
+
+
+def run_one(suite: str, run: Run, evaluators: dict[str, Evaluator]) -> dict[str, Any]:
+    """The row of one method on one task, seed and budget (a method that raises gives a method_error row, or an
+    infrastructure or configuration row that a rerun does again); ``evaluators`` caches one Evaluator per task."""
+    task, spec, seed, budget = run.task, run.spec, run.seed, run.budget
     evaluator = evaluators.get(task.name)
     if evaluator is None:
         evaluator = evaluators[task.name] = Evaluator(load_benchmark(task.benchmark), load_cluster(task.cluster),
@@ -132,5 +175,4 @@ def _run_one(suite: str, task: Task, spec: MethodSpec, seed: int, budget: int, w
         m = evaluator(solution.placement)
         row = _row(suite, task, evaluator.cluster, spec, seed, budget, solution.placement.tolist(), m,
                    solution.evaluations, solution.wall_s, evaluator.lower_bound(), anytime=solution.improvements)
-    writer.append(row)
     return row

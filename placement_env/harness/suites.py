@@ -104,10 +104,16 @@ def load_suite(name: str) -> tuple[Task, ...]:
         found = getattr(importlib.import_module(module), attribute)
     except (ImportError, AttributeError) as error:
         raise UnknownSuiteError(f"suite {name!r}: cannot import {module}:{attribute} ({error})") from None
-    tasks = found() if callable(found) else found
+    return check_tasks(name, found() if callable(found) else found)
+
+
+def check_tasks(name: str, tasks: object) -> tuple[Task, ...]:
+    """``tasks`` as a tuple of :class:`Task` with names of their own (UnknownSuiteError naming suite ``name``)."""
+    if isinstance(tasks, list):
+        tasks = tuple(tasks)
     if not (isinstance(tasks, tuple) and tasks and all(isinstance(task, Task) for task in tasks)):
-        raise UnknownSuiteError(f"suite {name!r}: {module}:{attribute} is not a tuple of Task (or a function that "
-                                "returns one)")
+        raise UnknownSuiteError(f"suite {name!r} is not a tuple of Task (or a function that returns one): got "
+                                f"{type(tasks).__name__}{' (empty)' if not tasks else ''}")
     names = [task.name for task in tasks]
     repeated = sorted({n for n in names if names.count(n) > 1})
     if repeated:
