@@ -34,7 +34,7 @@ def test_checkers_pass_on_the_default_env():
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
     env = gym.make("DevicePlacement-v0").unwrapped
-    assert env.graph.name == "nmt" and env.cluster.name == "paper-2gpu" and env.runtime == "sim"
+    assert env.graph.name == "nmt" and env.cluster.name == "k80-2gpu" and env.runtime == "sim"
     check_env(env)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
@@ -44,14 +44,15 @@ def test_checkers_pass_on_the_default_env():
 def test_registration_ids_and_module_prefix():
     ids = env_ids()
     assert len([i for i in ids if i.endswith("GPU-v0")]) == 6
+    assert len([i for i in ids if i.endswith("GPU-Ideal-v0")]) == 6
     for env_id in ids:
         assert env_id in gym.registry
     assert gym.registry["DevicePlacement-Measured-v0"].nondeterministic
     assert not gym.registry["DevicePlacement-v0"].nondeterministic
     env = gym.make("placement_env:DevicePlacement-Tiny-v0")
     assert env.unwrapped.graph.name == "rnnlm-tiny"
-    paper = gym.registry["DevicePlacement-NMT-4GPU-v0"].kwargs
-    assert paper == {"benchmark": "nmt", "cluster": "paper-4gpu"}
+    assert gym.registry["DevicePlacement-NMT-4GPU-v0"].kwargs == {"benchmark": "nmt", "cluster": "k80-4gpu"}
+    assert gym.registry["DevicePlacement-NMT-4GPU-Ideal-v0"].kwargs == {"benchmark": "nmt", "cluster": "paper-4gpu"}
 
 
 def test_oneshot_step_reward_and_info():

@@ -36,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m agents.reinforce_seq2seq",
         description="Train the paper's seq2seq placement policy with REINFORCE and compare it with the baselines.")
     parser.add_argument("--benchmark", default="nmt", help="benchmark name (default: nmt)")
-    parser.add_argument("--cluster", default="paper-2gpu", help="cluster name or spec (default: paper-2gpu)")
+    parser.add_argument("--cluster", default="k80-2gpu", help="cluster name or spec (default: k80-2gpu, the paper's machine as built)")
     parser.add_argument("--runtime", default="sim", choices=RUNTIMES, help="runtime (default: sim)")
     add_timeout_argument(parser)
     parser.add_argument("--budget", type=positive_int, default=None,

@@ -169,7 +169,7 @@ def _trainer(problem: Problem, state: dict[str, Any] | None, checkpoint: Path, c
 
 
 @keeps_caller_float_mode
-def train(benchmark: str = "nmt", cluster: str | Cluster = "paper-2gpu", runtime: str = "sim", *,
+def train(benchmark: str = "nmt", cluster: str | Cluster = "k80-2gpu", runtime: str = "sim", *,
           budget: int | None = None, seconds: float | None = None, samples: int = 16, seed: int = 0,
           out_dir: str | os.PathLike | None = None, resume: bool = False, evaluator: Any = None,
           progress: bool = True, config: Config | None = None, checkpoint_every: int = CHECKPOINT_EVERY,
