@@ -11,6 +11,7 @@ name a variable, the data stays where the variable lives); string and variant el
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import zipfile
@@ -136,6 +137,18 @@ class OpGraph:
     @cached_property
     def n_groups(self) -> int:
         return int(self.group.max()) + 1 if self.n_ops else 0
+
+    @cached_property
+    def digest(self) -> str:
+        """A short fingerprint of what the runtimes read: the name and every per-op, per-output and per-edge array
+        (grouping included; not the serialised GraphDef or the provenance in ``meta``). Two builds of a graph with
+        the same digest place and simulate alike."""
+        sha = hashlib.sha256(self.name.encode("utf-8"))
+        for name in _ARRAY_FIELDS:
+            array = getattr(self, name)
+            sha.update(f"{name}:{array.dtype.str}:{array.shape}".encode("utf-8"))
+            sha.update(array.tobytes() if array.dtype != object else "\x00".join(map(str, array)).encode("utf-8"))
+        return sha.hexdigest()[:16]
 
     # ---- derived per-op and per-group arrays -------------------------------------------------
     @cached_property

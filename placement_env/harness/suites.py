@@ -1,6 +1,7 @@
 """Benchmark suites: named lists of tasks (a benchmark on a cluster with a runtime).
 
-:func:`load_suite` takes a name of :data:`SUITES` or, for a suite of one's own, ``"package.module:attribute"``,
+:func:`load_suite` takes a name of :data:`SUITES`, a track of a versioned benchmark (``placebench-v1/paper``, see
+:mod:`placebench`) or, for a suite of one's own, ``"package.module:attribute"``,
 an attribute that holds a tuple of :class:`Task` or a function that returns one (as a method is named by its
 import path).
 """
@@ -96,6 +97,10 @@ def load_suite(name: str) -> tuple[Task, ...]:
     :class:`Task` (or a function that returns one) defined elsewhere. UnknownSuiteError names what is wrong."""
     if isinstance(name, str) and name in SUITES:
         return SUITES[name]()
+    from . import placebench  # the versioned benchmark's tracks: "placebench-v1/paper"
+
+    if placebench.is_benchmark_suite(name):
+        return placebench.suite_tasks(name)
     if not (isinstance(name, str) and name.count(":") == 1 and all(name.split(":"))):
         raise UnknownSuiteError(f"unknown suite {name!r}; expected one of {', '.join(map(repr, SUITES))}, or "
                                 "'package.module:attribute' naming a tuple of Task")
