@@ -87,6 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     report = commands.add_parser("report", help="the paper-style table and plots of a results file")
     report.add_argument("results")
     report.add_argument("-o", "--out-dir", default="report", help="where report.md and the plots go (default: %(default)s)")
+    bench = commands.add_parser("placebench", help="the versioned benchmark: its tracks, budgets, seeds, tasks and "
+                                "digest")
+    bench.add_argument("version", nargs="?", default="placebench-v1", help="benchmark version (default: %(default)s)")
+    bench.add_argument("--track", help="only this track")
+    bench.add_argument("--verify", action="store_true", help="also rebuild every graph and cluster and compare them "
+                       "with the frozen fingerprints (minutes)")
     _add_linkbench(commands)
     args = parser.parse_args(argv)
     try:
@@ -101,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
             _fit_paper_machine(args)
         elif args.command == "linkbench":
             _linkbench(args)
+        elif args.command == "placebench":
+            return _placebench(args)
         elif args.command in ("run", "validate", "report"):
             return _harness(args)
         else:
@@ -151,6 +159,22 @@ def _harness(args: argparse.Namespace) -> int:
     path = harness.write_report(args.results, check_output_folder(args.out_dir, "-o/--out-dir"))
     print(path.read_text())
     return 0
+
+
+def _placebench(args: argparse.Namespace) -> int:
+    """Print a benchmark version (or one track of it); with --verify, 1 if anything differs from the frozen file."""
+    from .harness import placebench
+
+    benchmark = placebench.load_placebench(args.version)
+    if args.track is not None and args.track not in benchmark.tracks:
+        raise ValueError(f"--track {args.track!r}: {benchmark.name} has the tracks "
+                         f"{', '.join(map(repr, benchmark.tracks))}")
+    print(placebench.describe(benchmark, args.track))
+    if not args.verify:
+        return 0
+    found = placebench.verify(benchmark)
+    print("\n".join(found) or f"every graph, cluster and version matches {benchmark.name}'s fingerprints")
+    return 1 if found else 0
 
 
 def _validate(args: argparse.Namespace) -> int:

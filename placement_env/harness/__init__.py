@@ -7,6 +7,7 @@
     write_report("results.jsonl", "report/")
 """
 from ..errors import ResultsFormatError, UnknownSuiteError
+from .placebench import load_placebench
 from .report import markdown_table, write_report
 from .results import COLUMNS, read_rows
 from .runner import DEFAULT_BUDGET, run_suite
@@ -14,5 +15,5 @@ from .suites import GENERALISATION_TRAIN, SUITES, Task, k80_tasks, load_suite
 from .validate import validate
 
 __all__ = ["COLUMNS", "DEFAULT_BUDGET", "GENERALISATION_TRAIN", "ResultsFormatError", "SUITES", "Task",
-           "UnknownSuiteError", "k80_tasks", "load_suite", "markdown_table", "read_rows", "run_suite", "validate",
+           "UnknownSuiteError", "k80_tasks", "load_placebench", "load_suite", "markdown_table", "read_rows", "run_suite", "validate",
            "write_report"]

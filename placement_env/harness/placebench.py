@@ -198,17 +198,20 @@ def graph_facts(benchmark: str, cluster: str, *, runtime: str = "sim",
     from ..problem import Problem, method, solve
 
     graph, machine = load_benchmark(benchmark), load_cluster(cluster)
-    gpu = next((d for d, device in enumerate(machine.devices) if device.kind == "gpu"), 0)
+    gpu = next((d for d, device in enumerate(machine.devices) if device.kind == "GPU"), 0)
     simulator = Evaluator(graph, machine, "sim")
     try:
         peak = float(simulator(np.full(graph.n_groups, gpu)).peak_bytes[gpu])
         facts = {"ops": int(graph.n_ops), "groups": int(graph.n_groups), "graph_digest": graph.digest,
-                 "cluster_digest": machine.digest, "single_gpu_peak_gib": round(peak / 2**30, 3),
-                 "single_gpu_peak_fraction": round(peak / machine.devices[gpu].memory_bytes, 3)}
+                 "cluster_digest": machine.digest, "single_gpu_peak_gib": round(peak / 2**30, 6),
+                 "single_gpu_peak_fraction": round(peak / machine.devices[gpu].memory_bytes, 6)}
         best: tuple[float, str] | None = None
         for name in heuristics if runtime == "sim" else ():
             problem = Problem.make(graph, machine, budget=0, seed=0, evaluator=simulator)
-            m = simulator(solve(method(name), problem).placement)
+            try:
+                m = simulator(solve(method(name), problem).placement)
+            except Exception:  # noqa: BLE001 - a heuristic with no placement here (the expert off its models)
+                continue
             if m.ok and (best is None or m.runtime_s < best[0]):
                 best = (float(m.runtime_s), name)
         if runtime == "sim":
@@ -245,7 +248,8 @@ def freeze(name: str, definition: dict[str, Any], *, heuristics: Sequence[str], 
                                       heuristics=() if kind == "train" else heuristics)
         entry.update(cached[key])
         if kind == "train":
-            entry.pop("cluster_digest", None)
+            for key in ("cluster_digest", "reference_s", "reference_method"):
+                entry.pop(key, None)
             entry["digest"] = entry.pop("graph_digest")
     try:
         tensorflow = metadata.version("tensorflow-cpu")

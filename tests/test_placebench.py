@@ -1,0 +1,121 @@
+"""The versioned benchmark: frozen files, their digest, tracks as suites, and placebench-v1's shape."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from placement_env.cli import main
+from placement_env.errors import UnknownSuiteError
+from placement_env.harness import load_suite, placebench
+
+TINY_DEFINITION = {
+    "description": "a tiny benchmark for the tests",
+    "tracks": {
+        "small": {"description": "two tiny tasks", "budgets": [0, 5], "seeds": [0, 1],
+                  "tasks": [{"name": "rnnlm-tiny@paper-2gpu", "benchmark": "rnnlm-tiny", "cluster": "paper-2gpu"},
+                            {"name": "synthetic-tiny@paper-2gpu", "benchmark": "synthetic-tiny",
+                             "cluster": "paper-2gpu"}],
+                  "validation": [{"name": "inception_v3-tiny@paper-2gpu", "benchmark": "inception_v3-tiny",
+                                  "cluster": "paper-2gpu"}],
+                  "train": [{"benchmark": "rnnlm-tiny", "family": "LSTM"}], "train_clusters": ["paper-2gpu"]},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_frozen():
+    return placebench.freeze("placebench-v9", json.loads(json.dumps(TINY_DEFINITION)),
+                             heuristics=("single_cpu", "single_gpu", "expert", "heft"), frozen="2026-12-05",
+                             progress=False)
+
+
+@pytest.fixture
+def tiny_version(tiny_frozen, tmp_path, monkeypatch):
+    """placebench-v9 (the tiny definition) as the only shipped version."""
+    monkeypatch.setattr(placebench, "BENCHMARK_DIR", tmp_path)
+    placebench.load_placebench.cache_clear()
+    (tmp_path / "placebench-v9.json").write_text(json.dumps(tiny_frozen))
+    yield tmp_path / "placebench-v9.json"
+    placebench.load_placebench.cache_clear()
+
+
+def test_freeze_records_sizes_fingerprints_and_the_reference(tiny_frozen):
+    task = tiny_frozen["tracks"]["small"]["tasks"][0]
+    import placement_env as pe
+
+    graph = pe.load_benchmark("rnnlm-tiny")
+    assert (task["ops"], task["groups"], task["graph_digest"]) == (graph.n_ops, graph.n_groups, graph.digest)
+    assert task["cluster_digest"] == pe.load_cluster("paper-2gpu").digest
+    assert task["reference_method"] in ("single_cpu", "single_gpu", "expert", "heft") and task["reference_s"] > 0
+    assert 0 < task["single_gpu_peak_fraction"] < 1
+    train = tiny_frozen["tracks"]["small"]["train"][0]
+    assert train["digest"] == graph.digest and "reference_s" not in train
+    assert tiny_frozen["digest"] == placebench.content_digest(tiny_frozen)
+    assert tiny_frozen["versions"]["simulator"] and tiny_frozen["heuristics"][0] == "single_cpu"
+
+
+def test_tracks_load_as_suites(tiny_version):
+    assert placebench.versions() == ("placebench-v9",)
+    tasks = load_suite("placebench-v9/small")
+    assert [t.name for t in tasks] == ["rnnlm-tiny@paper-2gpu", "synthetic-tiny@paper-2gpu"]
+    assert [t.benchmark for t in load_suite("placebench-v9/small-validation")] == ["inception_v3-tiny"]
+    benchmark = placebench.load_placebench("placebench-v9")
+    assert benchmark.tracks["small"].budgets == (0, 5) and benchmark.tracks["small"].seeds == (0, 1)
+    assert benchmark.tracks["small"].train[0].family == "LSTM"
+    assert placebench.benchmark_of_suite("placebench-v9/small") is benchmark
+    assert placebench.benchmark_of_suite("tiny") is None
+
+
+@pytest.mark.parametrize("suite, message", [
+    ("placebench-v9/nope", "has no track 'nope'; expected one of 'small', 'small-validation'"),
+    ("placebench-v7/small", "unknown benchmark version 'placebench-v7'; expected one of 'placebench-v9'"),
+])
+def test_unknown_tracks_and_versions_are_named(tiny_version, suite, message):
+    with pytest.raises(UnknownSuiteError, match=re.escape(message)):
+        load_suite(suite)
+
+
+def test_an_edited_frozen_file_is_refused(tiny_version):
+    data = json.loads(tiny_version.read_text())
+    data["tracks"]["small"]["budgets"] = [0, 50]
+    tiny_version.write_text(json.dumps(data))
+    with pytest.raises(UnknownSuiteError, match="does not match its digest"):
+        placebench.load_placebench("placebench-v9")
+
+
+def test_the_command_prints_tracks_budgets_digest_and_verifies(tiny_version, capsys):
+    assert main(["placebench", "placebench-v9", "--verify"]) == 0
+    out = capsys.readouterr().out
+    digest = json.loads(tiny_version.read_text())["digest"]
+    assert f"# placebench-v9 (digest {digest}" in out
+    assert "Budgets: 0, 5 runtime evaluations; seeds: 0, 1." in out
+    assert "`rnnlm-tiny@paper-2gpu`" in out and "Train graphs (1, on paper-2gpu" in out
+    assert "matches placebench-v9's fingerprints" in out
+    assert main(["placebench", "placebench-v9", "--track", "large"]) == 2
+    assert "--track 'large'" in capsys.readouterr().err
+
+
+def test_placebench_v1_has_the_issue_s_shape():
+    """The shipped version: four tracks, >= 100 train graphs from >= 5 families, >= 24 validation and test tasks,
+    the test tasks from >= 4 families no train graph comes from, on >= 2 machines."""
+    if "placebench-v1" not in placebench.versions():
+        pytest.skip("placebench-v1 is not frozen in this checkout")
+    benchmark = placebench.load_placebench("placebench-v1")
+    assert set(benchmark.tracks) == {"paper", "modern", "generalisation", "measured"}
+    paper = benchmark.tracks["paper"]
+    assert {t.cluster for t in paper.tasks} == {"k80-2gpu", "k80-4gpu"} and len(paper.tasks) == 6
+    assert paper.budgets == (0, 100, 1000, 10000) and paper.seeds == (0, 1, 2)
+    general = benchmark.tracks["generalisation"]
+    assert len(general.train) >= 100 and len({g.family for g in general.train}) >= 5
+    assert len(general.validation) >= 24 and len(general.tasks) >= 24
+    assert len({t.cluster for t in general.tasks}) >= 2
+    train_models = {g.benchmark.split("-batch")[0].split(":")[0] for g in general.train}
+    test_models = {t.benchmark.split("-batch")[0] for t in general.tasks}
+    assert not train_models & test_models and len(test_models) >= 4
+    measured = benchmark.tracks["measured"]
+    assert {t.runtime for t in measured.tasks} == {"measured"} and measured.budgets == (0, 10, 100)
+    for track in benchmark.data["tracks"].values():
+        for task in track["tasks"]:
+            assert task["runtime"] == "measured" or task["reference_s"] is not None, task["name"]
