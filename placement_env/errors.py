@@ -28,6 +28,7 @@ __all__ = [
     "ResultsFormatError",
     "ResultsBusyError",
     "UnknownSuiteError",
+    "SuiteFileError",
     "MapperNotFoundError",
     "MapperError",
     "NoExpertPlacementError",
@@ -187,6 +188,11 @@ class UnknownSuiteError(PlacementEnvError, KeyError):
 
     def __str__(self) -> str:
         return str(self.args[0])
+
+
+class SuiteFileError(PlacementEnvError, ValueError):
+    """A suite file (TOML or JSON) that cannot be read as one: the message names the file, the line, the field and
+    what it accepts."""
 
 
 # ---- raised by the baselines and agents (defined here so that every public error is in one place) ----
