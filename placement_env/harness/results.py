@@ -22,18 +22,21 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator, NamedTuple
 
-from ..errors import MethodArgumentError, ResultsBusyError, ResultsFormatError
+from ..errors import ArgumentError, MethodArgumentError, ResultsBusyError, ResultsFormatError
 from ..cluster import Cluster
 from ..evaluation import RUNTIMES
 from ..output_paths import open_output_file
+from ..opgraph import OpGraph
 from ..placement import INFRASTRUCTURE
 from ..problem import MethodSpec
 from ..runtime.simulated import SIMULATOR_VERSION
+from .task_graph import check_graph_options, graph_file_digest
 
 COLUMNS = ("suite", "task", "benchmark", "cluster", "runtime", "method", "seed", "budget", "placement",
            "runtime_s", "ok", "failure", "message", "evaluations", "wall_s", "lower_bound_s", "versions")
-# Columns a row may lack (rows written before they were recorded): the best-so-far record and the method's arguments.
-OPTIONAL_COLUMNS = ("anytime", "method_args")
+# Columns a row may lack (rows written before they were recorded): the best-so-far record and the method's arguments;
+# and the import options of a task's TF or Keras graph file, which only its rows have.
+OPTIONAL_COLUMNS = ("anytime", "method_args", "graph_options")
 # The failure of a row whose method could not run as configured (a MethodConfigError): like an infrastructure
 # failure, it says nothing about the method on the task, so it is not finished work and a rerun does it again.
 CONFIGURATION = "configuration"
@@ -73,12 +76,16 @@ def expected_number(value: Any, *, integer: bool = False, minimum: float = 0, ab
     return ""
 
 
-def versions(cluster: Cluster | None = None) -> dict[str, str]:
+def versions(cluster: Cluster | None = None, graph: OpGraph | None = None) -> dict[str, str]:
     """Versions of what produced a row: packages (read from package metadata; TF is not imported),
-    the simulator's model version and, given the row's ``cluster``, the digest of its definition."""
+    the simulator's model version, given the row's ``cluster`` the digest of its definition and, given a
+    ``graph`` loaded from a graph file (``task_graph.load_task_graph``), the digest of the file's content."""
     found = {"simulator": str(SIMULATOR_VERSION)}
     if cluster is not None:
         found["cluster"] = cluster.digest
+    digest = None if graph is None else graph_file_digest(graph)
+    if digest is not None:
+        found["graph"] = digest
     for package in ("placement_env", "tensorflow-cpu", "tensorflow", "numpy", "numba", "gymnasium"):
         try:
             found[package] = metadata.version(package)
@@ -188,8 +195,18 @@ def check_row(row: Any, where: str) -> dict[str, Any]:
         raise ResultsFormatError(f"{where}: versions = {show(row['versions'])}; expected a JSON object")
     if "anytime" in row:
         _check_anytime(row["anytime"], where)
+    if "graph_options" in row:
+        _check_graph_options(row, where)
     _check_method(row, where)
     return row
+
+
+def _check_graph_options(row: dict[str, Any], where: str) -> None:
+    """A row's ``graph_options``: the import options its graph file takes (``task_graph.check_graph_options``)."""
+    try:
+        check_graph_options(row["benchmark"], row["graph_options"])
+    except ArgumentError as error:
+        raise ResultsFormatError(f"{where}: graph_options = {show(row['graph_options'])}: {error}") from None
 
 
 def _check_method(row: dict[str, Any], where: str) -> None:

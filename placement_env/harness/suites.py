@@ -1,21 +1,29 @@
 """Benchmark suites: named lists of tasks (a benchmark on a cluster with a runtime).
 
 :func:`load_suite` takes a name of :data:`SUITES`, a track of a versioned benchmark (``placebench-v1/paper``, see
-:mod:`placebench`) or, for a suite of one's own, ``"package.module:attribute"``,
+:mod:`placebench`) or, for a suite of one's own, a name given to :func:`register_suite`, the path of a suite file
+(``.toml`` or ``.json``, see :mod:`.suite_file`) or ``"package.module:attribute"``,
 an attribute that holds a tuple of :class:`Task` or a function that returns one (as a method is named by its
 import path).
 """
 from __future__ import annotations
 
 import importlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
 
-from ..errors import UnknownSuiteError
+from ..cluster.checks import bad_argument
+from ..errors import ArgumentError, UnknownSuiteError
+from .task_graph import check_graph_options
 
 
 @dataclass(frozen=True)
 class Task:
-    """One row of a suite: place ``benchmark`` on ``cluster``, scored by ``runtime``."""
+    """One row of a suite: place ``benchmark`` on ``cluster``, scored by ``runtime``.
+
+    ``benchmark`` is a benchmark name, or the path of a graph file (``task_graph.GRAPH_FILES``: a saved OpGraph, a
+    TF GraphDef or MetaGraphDef, a Keras model file) that ``graph_options`` tells how to import (e.g.
+    ``{"input_shape": [32, 784]}`` for a Keras model; ``task_graph.load_task_graph`` loads it)."""
 
     name: str
     benchmark: str
@@ -23,6 +31,7 @@ class Task:
     runtime: str = "sim"
     model: str = ""  # row label in reports, e.g. "RNNLM"
     gpus: int = 0
+    graph_options: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
 
 PAPER_MODELS = (("RNNLM", "rnnlm"), ("NMT", "nmt"), ("Inception-V3", "inception_v3"))
@@ -92,18 +101,32 @@ SUITES = {
 }
 
 
+# The suites given to register_suite in this process, by name.
+_REGISTERED: dict[str, tuple[Task, ...]] = {}
+
+
 def load_suite(name: str) -> tuple[Task, ...]:
-    """The tasks of suite ``name``: a name of :data:`SUITES`, or ``"package.module:attribute"`` for a tuple of
-    :class:`Task` (or a function that returns one) defined elsewhere. UnknownSuiteError names what is wrong."""
+    """The tasks of suite ``name``: a name of :data:`SUITES`, a benchmark track (``placebench-v1/paper``), a name
+    given to :func:`register_suite`, the path of a suite file (``.toml`` or ``.json``, read by
+    :func:`~placement_env.harness.suite_file.read_suite_file`), or ``"package.module:attribute"`` for a tuple of
+    :class:`Task` (or a function that returns one) defined elsewhere. UnknownSuiteError names what is wrong (a
+    malformed suite file is a SuiteFileError naming its line and field)."""
     if isinstance(name, str) and name in SUITES:
         return SUITES[name]()
+    if isinstance(name, str) and name in _REGISTERED:
+        return _REGISTERED[name]
     from . import placebench  # the versioned benchmark's tracks: "placebench-v1/paper"
+    from .suite_file import is_suite_file, read_suite_file  # it imports this module (Task)
 
     if placebench.is_benchmark_suite(name):
         return placebench.suite_tasks(name)
+    if is_suite_file(name):
+        return read_suite_file(name).tasks
     if not (isinstance(name, str) and name.count(":") == 1 and all(name.split(":"))):
-        raise UnknownSuiteError(f"unknown suite {name!r}; expected one of {', '.join(map(repr, SUITES))}, or "
-                                "'package.module:attribute' naming a tuple of Task")
+        registered = "".join(f", {n!r}" for n in _REGISTERED)
+        raise UnknownSuiteError(f"unknown suite {name!r}; expected one of {', '.join(map(repr, SUITES))}"
+                                f"{registered}, a benchmark track such as 'placebench-v1/paper', a suite file "
+                                "(.toml or .json), or 'package.module:attribute' naming a tuple of Task")
     module, attribute = name.split(":")
     try:
         found = getattr(importlib.import_module(module), attribute)
@@ -112,8 +135,42 @@ def load_suite(name: str) -> tuple[Task, ...]:
     return check_tasks(name, found() if callable(found) else found)
 
 
+def register_suite(name: str, tasks: Sequence[Task]) -> None:
+    """Make ``tasks`` (a list or tuple of :class:`Task`) the suite ``name`` for :func:`load_suite` and ``run_suite``
+    in this process; registering a name again replaces its tasks. ArgumentError for a name that is a built-in
+    suite's or a benchmark track's, or that reads as a suite file or an import path; UnknownSuiteError for tasks
+    that are not a non-empty list of Task with names of their own."""
+    from . import placebench
+    from .suite_file import is_suite_file
+
+    if not isinstance(name, str) or not name.strip() or name != name.strip():
+        raise bad_argument("name", name, "a non-empty suite name without surrounding spaces")
+    if name in SUITES or placebench.is_benchmark_suite(name):
+        raise bad_argument("name", name, f"a name other than the built-in suites' ({', '.join(SUITES)}) and the "
+                                         "benchmark tracks' (placebench-v1/paper, ...): rows carry the suite's name, "
+                                         "so the same name for other tasks would mix their results")
+    if is_suite_file(name) or ":" in name:
+        raise bad_argument("name", name, "a name without ':' that does not end in .toml or .json (load_suite reads "
+                                         "those as an import path and a suite file)")
+    _REGISTERED[name] = check_tasks(name, tasks)
+
+
+def resolve_suite(suite: str, tasks: Sequence[Task] | None = None) -> tuple[str, tuple[Task, ...]]:
+    """The name that rows carry and the tasks of ``suite``: ``tasks`` when given (checked), else the suite's
+    (:func:`load_suite`); the rows of a suite file carry the name the file gives (default: the file's stem)."""
+    if tasks is not None:
+        return suite, check_tasks(suite, tasks)
+    from .suite_file import is_suite_file, read_suite_file
+
+    if is_suite_file(suite):
+        found = read_suite_file(suite)
+        return found.name, found.tasks
+    return suite, load_suite(suite)
+
+
 def check_tasks(name: str, tasks: object) -> tuple[Task, ...]:
-    """``tasks`` as a tuple of :class:`Task` with names of their own (UnknownSuiteError naming suite ``name``)."""
+    """``tasks`` as a tuple of :class:`Task` with names of their own (UnknownSuiteError naming suite ``name``) and
+    import options their graphs take (ArgumentError naming the task)."""
     if isinstance(tasks, list):
         tasks = tuple(tasks)
     if not (isinstance(tasks, tuple) and tasks and all(isinstance(task, Task) for task in tasks)):
@@ -124,4 +181,9 @@ def check_tasks(name: str, tasks: object) -> tuple[Task, ...]:
     if repeated:
         raise UnknownSuiteError(f"suite {name!r}: the task names {', '.join(map(repr, repeated))} repeat; each task "
                                 "needs a name of its own (results rows are keyed by it)")
+    for task in tasks:
+        try:
+            check_graph_options(task.benchmark, task.graph_options)
+        except ArgumentError as error:
+            raise ArgumentError(f"suite {name!r}, task {task.name!r}: {error}") from None
     return tasks

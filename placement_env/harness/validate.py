@@ -3,11 +3,12 @@
 Simulated and grappler runtimes are deterministic, so they must reproduce exactly; measured
 runtimes must lie within ``tolerance`` (relative). This is how third-party results are checked.
 
-A row records the simulator's model version and the digest of its cluster's definition (see
-``results.versions``). A row from another simulator version, or made on a cluster of the same name
-that is now defined differently (a preset that was recalibrated), is not replayed: it is reported
-as *stale*, with both versions, instead of as a mismatch. Rows from before versions were recorded
-are replayed.
+A row records the simulator's model version, the digest of its cluster's definition and, for a task
+whose graph is a file, the digest of the file (see ``results.versions``); its graph is loaded as the
+runner loaded it (``task_graph.load_task_graph``). A row from another simulator version, made on a
+cluster of the same name that is now defined differently (a preset that was recalibrated), or made on
+a graph file that has changed since, is not replayed: it is reported as *stale*, with both versions,
+instead of as a mismatch. Rows from before versions were recorded are replayed.
 
 The replay measures the row's placement; the method is not run again, so a row is replayed the same
 whatever its method and arguments (``method``, ``method_args``), which need not be importable here.
@@ -31,13 +32,13 @@ from typing import Any
 
 from tqdm import tqdm
 
-from ..benchmarks import load_benchmark
 from ..cluster import Cluster, load_cluster
 from ..errors import DriverError, InvalidPlacementError, IsolationError, PlacementEnvError, ResultsFormatError
 from ..evaluation import Evaluator
 from ..placement import INFRASTRUCTURE, Measurement
 from ..runtime.simulated import SIMULATOR_VERSION, model_changed_since
 from .results import expected_number, method_label, read_results, show
+from .task_graph import graph_file_digest, load_task_graph
 
 DEFAULT_MEASURED_TOLERANCE = 0.2
 
@@ -56,8 +57,9 @@ class Mismatch:
         return not (self.stale or self.skipped)
 
 
-def _stale_reason(row: dict[str, Any], cluster: Cluster) -> str:
+def _stale_reason(row: dict[str, Any], evaluator: Evaluator) -> str:
     """Why ``row`` cannot be replayed here ("" when it can)."""
+    cluster = evaluator.cluster
     made = row["versions"] if isinstance(row.get("versions"), dict) else {}
     simulator = made.get("simulator")
     if row["runtime"] == "sim" and simulator is not None and model_changed_since(str(simulator), cluster):
@@ -66,6 +68,10 @@ def _stale_reason(row: dict[str, Any], cluster: Cluster) -> str:
     if digest is not None and digest != cluster.digest:
         return (f"made on cluster {row['cluster']!r} as defined then (digest {digest}); it is now defined "
                 f"differently (digest {cluster.digest})")
+    digest, now = made.get("graph"), graph_file_digest(evaluator.graph)
+    if digest is not None and digest != now:
+        return (f"made on graph file {show(row['benchmark'])} as it was then (digest {digest}); the file has changed "
+                f"since (digest {now})")
     return ""
 
 
@@ -92,12 +98,15 @@ class _Replayers:
 
     @staticmethod
     def _key(row: dict[str, Any]) -> str:
-        return json.dumps([row["benchmark"], row["cluster"], row["runtime"]], sort_keys=True)  # a cluster may be a dict
+        # a cluster may be a dict; a graph file's import options are part of its graph
+        return json.dumps([row["benchmark"], row["cluster"], row["runtime"], row.get("graph_options", {})],
+                          sort_keys=True)
 
     def get(self, row: dict[str, Any]) -> Evaluator | str:
         key = self._key(row)
         if key not in self._evaluators:
-            self._evaluators[key] = self._make(row["benchmark"], row["cluster"], row["runtime"])
+            self._evaluators[key] = self._make(row["benchmark"], row.get("graph_options", {}), row["cluster"],
+                                               row["runtime"])
         return self._evaluators[key]
 
     def refuse(self, row: dict[str, Any], reason: str) -> None:
@@ -108,14 +117,14 @@ class _Replayers:
             evaluator.close()
         self._evaluators[key] = reason
 
-    def _make(self, benchmark: Any, cluster_spec: Any, runtime: str) -> Evaluator | str:
+    def _make(self, benchmark: Any, graph_options: Any, cluster_spec: Any, runtime: str) -> Evaluator | str:
         try:
             cluster = load_cluster(cluster_spec)
             reason = _not_local_reason(cluster, runtime)
             if reason:
                 return reason
             options = self.measured_options if runtime == "measured" else None
-            return Evaluator(load_benchmark(benchmark), cluster, runtime, measured_options=options)
+            return Evaluator(load_task_graph(benchmark, graph_options), cluster, runtime, measured_options=options)
         except (PlacementEnvError, OSError) as error:
             return f"cannot be loaded here: {error}"
 
@@ -180,7 +189,7 @@ def validate(results: str | os.PathLike, *, tolerance: float = DEFAULT_MEASURED_
             if isinstance(evaluator, str):
                 mismatches.append(Mismatch(number, row, evaluator, skipped=True))
                 continue
-            stale = _stale_reason(row, evaluator.cluster)
+            stale = _stale_reason(row, evaluator)
             if stale:
                 mismatches.append(Mismatch(number, row, stale, stale=True))
                 continue
