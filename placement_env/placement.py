@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .cluster.checks import bad_argument, check_number
 from .errors import InfrastructureError, InvalidPlacementError
 from .opgraph import OpGraph
 from .schedule import Schedule
@@ -138,7 +139,11 @@ def random_placements(graph: OpGraph, cluster: Cluster, n: int, rng: np.random.G
     """
     if spread not in SPREADS:
         raise ValueError(f"spread={spread!r}; expected one of {', '.join(map(repr, SPREADS))}")
-    rng = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    n = check_number(n, "n", 0, integer=True, error=bad_argument, rule="an integer >= 0 (placements to draw)")
+    if not isinstance(rng, np.random.Generator):
+        seed = check_number(rng, "rng", 0, integer=True, error=bad_argument,
+                            rule="a numpy.random.Generator or a seed, an integer >= 0")
+        rng = np.random.default_rng(seed)
     allowed = allowed_devices(graph, cluster)
     if graph.n_groups and not allowed.any(axis=1).all():
         bad = int(np.flatnonzero(~allowed.any(axis=1))[0])

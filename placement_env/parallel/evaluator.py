@@ -17,6 +17,7 @@ import numpy as np
 
 from ..benchmarks import load_benchmark
 from ..cluster import Cluster, load_cluster
+from ..cluster.checks import bad_argument, check_number
 from ..errors import RayUnreachableError, WorkerStartError
 from ..evaluation import RUNTIMES, Evaluator
 from ..placement import Measurement
@@ -99,12 +100,15 @@ class ParallelEvaluator:
         if not isinstance(benchmark, str):
             raise TypeError(f"benchmark is a {type(benchmark).__name__}; expected a benchmark name "
                             "(workers load it themselves)")
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise ValueError(f"workers={workers!r}; expected a positive integer")
-        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
-            raise ValueError(f"max_retries={max_retries!r}; expected a non-negative integer")
-        if timeout_s is not None and not timeout_s > 0:
-            raise ValueError(f"timeout_s={timeout_s!r}; expected a positive number or None")
+        workers = check_number(workers, "workers", 1, integer=True, error=bad_argument,
+                               rule="a positive integer (worker processes or Ray actors)")
+        max_retries = check_number(max_retries, "max_retries", 0, integer=True, error=bad_argument,
+                                   rule="a non-negative integer")
+        if timeout_s is not None:
+            timeout_s = check_number(timeout_s, "timeout_s", 0, low_open=True, error=bad_argument,
+                                     rule="a positive number of seconds or None")
+        for name, seconds in (("start_timeout_s", start_timeout_s), ("connect_timeout_s", connect_timeout_s)):
+            check_number(seconds, name, 0, low_open=True, error=bad_argument, rule="a positive number of seconds")
         if backend != "ray" and (address is not None or ray_actor_options):
             raise ValueError(f"address and ray_actor_options are for backend='ray', not {backend!r}")
         self._ray_actor_options = {"num_cpus": 1, **(ray_actor_options or {}), "max_restarts": 0}
