@@ -40,7 +40,7 @@ FieldPath = tuple  # a field's path in the parsed file: ("tasks", 2, "cluster")
 
 # The fields of a suite file and of a task, with what each accepts (for messages).
 SUITE_FIELDS = {
-    "name": "the suite's name, which every row carries (default: the file's stem)",
+    "name": "the suite's name, which its rows carry (default: the file's stem)",
     "methods": "a non-empty list of methods, each a name, a preset, 'module:callable' or 'name@key=value,...', "
                "or 'all'",
     "budgets": "a non-empty list of budgets, each an integer >= 0 (runtime evaluations; 0 for zero-shot methods)",
@@ -50,8 +50,8 @@ SUITE_FIELDS = {
 GRAPH_OPTIONS = tuple(OPTION_RULES)
 TASK_FIELDS = {
     "name": "the task's name, unique in the suite",
-    "benchmark": "a benchmark name (as pe.load_benchmark takes it)",
-    "graph": "the path of a graph file: " + "; ".join(f"{suffix} ({what})" for suffix, (what, _) in GRAPH_FILES.items()),
+    "benchmark": "a benchmark name, as pe.load_benchmark takes it",
+    "graph": "the path of a graph file: " + "; ".join(f"{suffix}, {what}" for suffix, (what, _) in GRAPH_FILES.items()),
     "cluster": 'a cluster preset name, "local:N" or the path of a cluster .json file',
     "runtime": f"one of {', '.join(RUNTIMES)} (default sim)",
     "model": "a label for reports",
@@ -435,9 +435,9 @@ class _Reader:
 
     def text(self, table: dict[str, Any], path: FieldPath, key: str, rule: str) -> str:
         value = table[key]
-        if not isinstance(value, str) or not value.strip() or value != value.strip():
-            raise self.fail(path + (key,), f"{show(value)}; expected {rule} (a non-empty string without surrounding "
-                                           "spaces)")
+        if not isinstance(value, str) or not value.strip() or value != value.strip() or not value.isprintable():
+            raise self.fail(path + (key,), f"{show(value)}; expected a non-empty line of text without surrounding "
+                                           f"spaces: {rule}")
         return value
 
     def numbers(self, data: dict[str, Any], key: str) -> tuple[int, ...]:
@@ -445,7 +445,8 @@ class _Reader:
         first: dict[int, int] = {}
         for index, value in enumerate(values):
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise self.fail((key, index), f"{show(value)}; expected an integer >= 0 ({SUITE_FIELDS[key]})")
+                what = "runtime evaluations; 0 for zero-shot methods" if key == "budgets" else "a seed"
+                raise self.fail((key, index), f"{show(value)}; expected an integer >= 0 ({what})")
             if value in first:
                 raise self.fail((key, index), f"{value} is given twice (first as {key}[{first[value]}]); give each "
                                               "once")
@@ -529,8 +530,8 @@ class _Reader:
         if len(given) != 1:
             problem = "no graph" if not given else "both benchmark and graph"
             raise self.fail(path + (given[-1],) if given else path,
-                            f"{problem}; give one: benchmark ({TASK_FIELDS['benchmark']}) or graph "
-                            f"({TASK_FIELDS['graph']})")
+                            f"{problem}; give one of benchmark: {TASK_FIELDS['benchmark']}, or graph: "
+                            f"{TASK_FIELDS['graph']}")
         benchmark, options = self.benchmark(entry, path) if given == ["benchmark"] else self.graph(entry, path)
         cluster, gpus = self.cluster(entry, path)
         runtime = entry.get("runtime", "sim")
@@ -557,8 +558,7 @@ class _Reader:
         given = self.text(entry, path, "graph", TASK_FIELDS["graph"])
         suffix = PurePath(given).suffix
         if suffix not in GRAPH_FILES:
-            raise self.fail(path + ("graph",), f"{show(given)}: a graph file ends in one of "
-                                               f"{', '.join(GRAPH_FILES)}: {TASK_FIELDS['graph']}")
+            raise self.fail(path + ("graph",), f"{show(given)}; expected {TASK_FIELDS['graph']}")
         file = self.resolve(given)
         if not os.path.isfile(file):
             what = "a folder, not a file" if os.path.isdir(file) else "no such file"

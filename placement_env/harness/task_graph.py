@@ -24,7 +24,7 @@ from ..opgraph import OpGraph
 # which a Keras file needs). TF files are read by pe.from_tf; a Keras model file is loaded with keras (safe mode,
 # not compiled) and its training step traced by pe.from_tf for an input of ``input_shape``.
 GRAPH_FILES: dict[str, tuple[str, tuple[str, ...]]] = {
-    ".npz": ("a saved OpGraph (OpGraph.save), grouped as it was saved", ()),
+    ".npz": ("a saved OpGraph as OpGraph.save writes it, grouped as it was saved", ()),
     ".pb": ("a binary GraphDef", ("fetches", "unknown_dim")),
     ".pbtxt": ("a text GraphDef", ("fetches", "unknown_dim")),
     ".meta": ("a MetaGraphDef", ("fetches", "unknown_dim")),
