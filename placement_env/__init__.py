@@ -77,6 +77,7 @@ _LAZY = {
     "apply_placement": "placement_env.tf_import.export",
     "export_placed_graph": "placement_env.tf_import.export",
     "check_output_folder": "placement_env.output_paths",
+    "register_suite": "placement_env.harness",
     "import_tensorflow_quietly": "placement_env.quiet_tf",
 }
 
