@@ -2,7 +2,8 @@
 
 ``registry`` resolves a name (``rnnlm``, ``nmt``, ``inception_v3``, ``transformer``, ``gpt2``,
 ``bert``, ``resnet50``, ``vgg16``, ``vgg16_bn``, ``mobilenet_v2``, ``mlp_mixer``, ``dlrm``, their ``-tiny`` variants,
-``rnnlm-deep``, ``nmt-deep``, ``<model>-batch<N>``, ``synthetic:<seed>``, ``random_cnn:<seed>``),
+``rnnlm-deep``, ``nmt-deep``, ``<model>-batch<N>``, ``synthetic:<seed>``, ``random_cnn:<seed>``,
+``random_transformer:<seed>``, ``random_rnn:<seed>``),
 builds the graph once
 and caches it on disk. The other modules are the builders, in TF1-style graph mode: each exposes
 ``PAPER`` and ``TINY`` parameter dicts and ``build(**params) -> TrainingStep``. The graphs are

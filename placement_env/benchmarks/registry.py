@@ -8,8 +8,9 @@ recommendation model with 26 embedding tables),
 the same with ``-tiny`` (small, for tests), ``rnnlm-deep`` (8 layers over 105 steps: 50,808 ops) and
 ``nmt-deep`` (GNMT's 8 + 8 layers of 1,024 units over 60 + 60 steps: 67,639 ops), for the simulator at
 scale, ``<model>-batch<N>`` (a model at paper scale with batch N instead of its own: the same graph
-under more or less memory pressure), ``synthetic:<seed>`` (random layered DAGs), and ``random_cnn:<seed>``
-(random CNNs, also ``random_cnn:<seed>-batch<N>``). Keyword
+under more or less memory pressure), ``synthetic:<seed>`` (random layered DAGs), ``random_cnn:<seed>``
+(random CNNs), ``random_transformer:<seed>`` (random Transformers) and ``random_rnn:<seed>`` (random LSTM and
+GRU language models and seq2seq models), the last three also as ``<family>:<seed>-batch<N>``. Keyword
 parameters override the builder's (e.g. ``load_benchmark("nmt", batch=32)``).
 
 The imported, ungrouped graph is cached under ``$PLACEMENT_ENV_CACHE`` (default
@@ -36,7 +37,7 @@ from ..cache import cache_dir
 from ..errors import ArgumentError, GraphFormatError, UnknownBenchmarkError
 from ..grouping import DEFAULT_MAX_GROUPS, group_ops
 from ..opgraph import FORMAT_VERSION, OpGraph
-from .sizes import BLOCKS, DEEP, PARAMS, RANDOM_CNN_PAPER, SYNTHETIC_PAPER
+from .sizes import BLOCKS, DEEP, PARAMS, SYNTHETIC_PAPER
 
 PAPER_MODELS = ("rnnlm", "nmt", "inception_v3")
 MODERN_MODELS = ("transformer", "gpt2", "bert", "resnet50")
@@ -46,7 +47,8 @@ EXTRA_MODELS = ("vgg16", "vgg16_bn", "mobilenet_v2", "mlp_mixer", "dlrm")  # bey
 # DLRM, a recommendation model whose embedding tables pass one GPU's memory
 BUILDER_VERSION = 2  # bump when a builder changes the graphs it makes, to invalidate caches
 _SYNTHETIC = re.compile(r"synthetic:([0-9]+)")
-_RANDOM_CNN = re.compile(r"random_cnn:([0-9]+)(?:-batch([0-9]+))?")
+RANDOM_FAMILIES = ("random_cnn", "random_transformer", "random_rnn")  # seeded generators with batch variants
+_RANDOM = re.compile(rf"({'|'.join(RANDOM_FAMILIES)}):([0-9]+)(?:-batch([0-9]+))?")
 _BATCH = re.compile(r"(\w+)-batch([0-9]+)")
 log = logging.getLogger(__name__)
 
@@ -54,7 +56,8 @@ log = logging.getLogger(__name__)
 def benchmark_names() -> list[str]:
     """The fixed benchmark names; ``synthetic:<seed>`` accepts any non-negative integer seed."""
     models = (*PAPER_MODELS, *MODERN_MODELS, *EXTRA_MODELS)
-    return [*models, *(f"{m}-tiny" for m in models), *(f"{m}-deep" for m in DEEP), "synthetic-tiny", "random_cnn-tiny"]
+    return [*models, *(f"{m}-tiny" for m in models), *(f"{m}-deep" for m in DEEP), "synthetic-tiny",
+            *(f"{family}-tiny" for family in RANDOM_FAMILIES)]
 
 
 def benchmark_blocks(name: str, **params: Any) -> tuple[str, ...]:
@@ -91,10 +94,11 @@ def _resolve(name: str) -> tuple[str, dict[str, Any]]:
     match = _SYNTHETIC.fullmatch(name)
     if match:
         return "synthetic", {**SYNTHETIC_PAPER, "seed": int(match.group(1))}
-    match = _RANDOM_CNN.fullmatch(name)
-    if match and (match.group(2) is None or int(match.group(2)) >= 1):
-        batch = int(match.group(2)) if match.group(2) else RANDOM_CNN_PAPER["batch"]
-        return "random_cnn", {**RANDOM_CNN_PAPER, "seed": int(match.group(1)), "batch": batch}
+    match = _RANDOM.fullmatch(name)
+    if match and (match.group(3) is None or int(match.group(3)) >= 1):
+        family, paper = match.group(1), PARAMS[match.group(1)][0]
+        batch = int(match.group(3)) if match.group(3) else paper["batch"]
+        return family, {**paper, "seed": int(match.group(2)), "batch": batch}
     model, _, variant = name.partition("-")
     if model in PARAMS and variant in ("", "tiny") and name != "synthetic":
         paper, tiny = PARAMS[model]
@@ -107,7 +111,8 @@ def _resolve(name: str) -> tuple[str, dict[str, Any]]:
     raise UnknownBenchmarkError(
         f"unknown benchmark {name!r}: {_what_is_wrong(name)}. Names: {', '.join(benchmark_names())}, "
         "<model>-batch<N> (a model above at paper scale with batch N >= 1, e.g. rnnlm-batch32), synthetic:<seed> "
-        "(a seed >= 0), or random_cnn:<seed> and random_cnn:<seed>-batch<N>"
+        f"(a seed >= 0), or {', '.join(f'{family}:<seed>' for family in RANDOM_FAMILIES)}, each also with "
+        "-batch<N> (e.g. random_cnn:3-batch64)"
     )
 
 
@@ -120,14 +125,14 @@ def _what_is_wrong(name: str) -> str:
             return f"the batch {size!r} after '-batch' is not a whole number N >= 1"
         if int(size) < 1:
             return f"batch {int(size)} is not >= 1"
-        if not base.startswith("random_cnn:"):
+        if base.partition(":")[0] not in RANDOM_FAMILIES:
             model = base.partition("-")[0]
             if model not in PARAMS:
                 return f"{base!r} is not a model"
             return f"{base!r} has no batch variant; " + _names_of(model)
         name = base
     kind, colon, seed = name.partition(":")
-    if colon and kind in ("synthetic", "random_cnn"):
+    if colon and kind in ("synthetic", *RANDOM_FAMILIES):
         return f"the seed {seed!r} is not a whole number >= 0"
     model = name.partition("-")[0]
     if model in PARAMS:
@@ -142,7 +147,7 @@ def _names_of(model: str) -> str:
         names = ["synthetic-tiny", "synthetic:<seed>"]
     else:
         names = [model, f"{model}-tiny", *([f"{model}-deep"] if model in DEEP else []), f"{model}-batch<N>"]
-        names += ["random_cnn:<seed>", "random_cnn:<seed>-batch<N>"] if model == "random_cnn" else []
+        names += [f"{model}:<seed>", f"{model}:<seed>-batch<N>"] if model in RANDOM_FAMILIES else []
     return f"{model}'s names are {', '.join(names)}"
 
 

@@ -142,6 +142,21 @@ RANDOM_CNN_TINY: dict[str, Any] = {"seed": 0, "stages": 4, "units": 3, "width": 
                                    "num_classes": 10, "depth_multiplier": 0.125, "min_depth": 8}
 
 
+# Random Transformers (random_transformer.py): None keeps the size the seed draws (the batch meets a drawn memory
+# target); TINY keeps the seed's kind, norm, tying, activation, positions and dropout at tiny sizes.
+RANDOM_TRANSFORMER_PAPER: dict[str, Any] = {"seed": 0, "batch": None, "layers": None, "d_model": None,
+                                            "heads": None, "seq_len": None, "vocab": None}
+
+RANDOM_TRANSFORMER_TINY: dict[str, Any] = {"seed": 0, "batch": 2, "layers": 2, "d_model": 16, "heads": 2,
+                                           "seq_len": 8, "vocab": 50}
+
+# Random RNNs (random_rnn.py): None keeps the size the seed draws (the batch meets a drawn memory target); TINY keeps
+# the seed's kind, cell and attention at tiny sizes.
+RANDOM_RNN_PAPER: dict[str, Any] = {"seed": 0, "batch": None, "layers": None, "units": None, "steps": None,
+                                    "vocab": None}
+
+RANDOM_RNN_TINY: dict[str, Any] = {"seed": 0, "batch": 2, "layers": 2, "units": 16, "steps": 4, "vocab": 50}
+
 # MLP-Mixer B/16 (Tolstikhin et al. 2021, Table 1): 16x16 patches of 224x224 images, 12 layers of width 768, token
 # MLP 384, channel MLP 3072, 1000 classes; batch 32, at which one K80 die (10.5 GiB) runs out of memory and two hold it.
 MLP_MIXER_PAPER: dict[str, Any] = {"image_size": 224, "patch": 16, "batch": 32, "d_model": 768, "layers": 12,
@@ -180,6 +195,8 @@ PARAMS: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "dlrm": (DLRM_PAPER, DLRM_TINY),
     "synthetic": (SYNTHETIC_PAPER, SYNTHETIC_TINY),
     "random_cnn": (RANDOM_CNN_PAPER, RANDOM_CNN_TINY),
+    "random_transformer": (RANDOM_TRANSFORMER_PAPER, RANDOM_TRANSFORMER_TINY),
+    "random_rnn": (RANDOM_RNN_PAPER, RANDOM_RNN_TINY),
 }
 
 # Inception-V3's top-level name scopes in forward order (TF-slim names); AuxLogits sits right after
