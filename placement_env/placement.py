@@ -11,13 +11,13 @@ sits below the cluster model in the layers.
 """
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .cluster.checks import bad_argument, check_number
-from .errors import InfrastructureError, InvalidPlacementError
+from .errors import ArgumentError, InfrastructureError, InvalidPlacementError
 from .opgraph import OpGraph
 from .schedule import Schedule
 
@@ -128,6 +128,11 @@ def single_device(graph: OpGraph, cluster: Cluster, device: int) -> np.ndarray:
 SPREADS = ("uniform", "dirichlet")
 
 
+def _is_count(value: Any) -> bool:
+    """An integer >= 0 (numpy's too), not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)) and value >= 0
+
+
 def random_placements(graph: OpGraph, cluster: Cluster, n: int, rng: np.random.Generator | int = 0, *,
                       spread: str = "uniform") -> np.ndarray:
     """``n`` random placements ([n, n_groups]), every group on a device that can run it.
@@ -139,11 +144,12 @@ def random_placements(graph: OpGraph, cluster: Cluster, n: int, rng: np.random.G
     """
     if spread not in SPREADS:
         raise ValueError(f"spread={spread!r}; expected one of {', '.join(map(repr, SPREADS))}")
-    n = check_number(n, "n", 0, integer=True, error=bad_argument, rule="an integer >= 0 (placements to draw)")
+    if not _is_count(n):
+        raise ArgumentError(f"n={n!r:.200}; expected an integer >= 0 (placements to draw)")
     if not isinstance(rng, np.random.Generator):
-        seed = check_number(rng, "rng", 0, integer=True, error=bad_argument,
-                            rule="a numpy.random.Generator or a seed, an integer >= 0")
-        rng = np.random.default_rng(seed)
+        if not _is_count(rng):
+            raise ArgumentError(f"rng={rng!r:.200}; expected a numpy.random.Generator or a seed, an integer >= 0")
+        rng = np.random.default_rng(int(rng))
     allowed = allowed_devices(graph, cluster)
     if graph.n_groups and not allowed.any(axis=1).all():
         bad = int(np.flatnonzero(~allowed.any(axis=1))[0])
