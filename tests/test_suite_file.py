@@ -375,3 +375,21 @@ def test_run_suite_refuses_negative_or_fractional_budgets_and_seeds_before_any_w
         with pytest.raises(ValueError, match=re.escape(message)):
             run_suite("tiny", ["single_gpu"], tmp_path / "r.jsonl", progress=False, **keywords)
     assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_a_rows_graph_options_are_checked_and_a_graph_that_does_not_load_is_skipped(tmp_path, graphs):
+    keras_file = str(graphs / "dense.keras")
+    tasks = [Task("keras", keras_file, "paper-2gpu", graph_options={"input_shape": [8, 16]})]
+    results = tmp_path / "r.jsonl"
+    rows = run_suite("keras-only", ["single_gpu"], results, tasks=tasks, budget=0, progress=False)
+    assert rows[0]["graph_options"] == {"input_shape": [8, 16]} and validate(results, progress=False) == (1, [])
+    for options, message in [({"input_shape": [8, -16]}, "input_shape=[8, -16]; expected a non-empty list"),
+                             ({"fetches": ["a"]}, "a .keras file takes input_shape, input_dtype"),
+                             ([8, 16], "expected a JSON object of import option to value")]:
+        results.write_text(json.dumps({**rows[0], "graph_options": options}) + "\n")
+        with pytest.raises(pe.ResultsFormatError, match=re.escape(f"{results}:1: graph_options = ")) as caught:
+            validate(results, progress=False)
+        assert message in str(caught.value)
+    results.write_text(json.dumps({**rows[0], "graph_options": {}}) + "\n")  # the file's input_shape is missing
+    checked, mismatches = validate(results, progress=False)
+    assert checked == 0 and mismatches[0].skipped and "needs the import option input_shape" in mismatches[0].reason

@@ -30,7 +30,7 @@ from ..opgraph import OpGraph
 from ..placement import INFRASTRUCTURE
 from ..problem import MethodSpec
 from ..runtime.simulated import SIMULATOR_VERSION
-from .task_graph import check_graph_options, graph_file_digest
+from .task_graph import check_graph_option, graph_file_digest
 
 COLUMNS = ("suite", "task", "benchmark", "cluster", "runtime", "method", "seed", "budget", "placement",
            "runtime_s", "ok", "failure", "message", "evaluations", "wall_s", "lower_bound_s", "versions")
@@ -202,11 +202,18 @@ def check_row(row: Any, where: str) -> dict[str, Any]:
 
 
 def _check_graph_options(row: dict[str, Any], where: str) -> None:
-    """A row's ``graph_options``: the import options its graph file takes (``task_graph.check_graph_options``)."""
-    try:
-        check_graph_options(row["benchmark"], row["graph_options"])
-    except ArgumentError as error:
-        raise ResultsFormatError(f"{where}: graph_options = {show(row['graph_options'])}: {error}") from None
+    """A row's ``graph_options``: a JSON object of import options its graph file takes, each value in range
+    (``task_graph.check_graph_option``; one the file needs but the row lacks makes the row's graph unloadable, which
+    ``validate`` reports as skipped)."""
+    options = row["graph_options"]
+    if not isinstance(options, dict):
+        raise ResultsFormatError(f"{where}: graph_options = {show(options)}; expected a JSON object of import option "
+                                 "to value")
+    for key, value in options.items():
+        try:
+            check_graph_option(row["benchmark"], key, value)
+        except ArgumentError as error:
+            raise ResultsFormatError(f"{where}: graph_options = {show(options)}: {error}") from None
 
 
 def _check_method(row: dict[str, Any], where: str) -> None:
