@@ -393,3 +393,9 @@ def test_a_rows_graph_options_are_checked_and_a_graph_that_does_not_load_is_skip
     results.write_text(json.dumps({**rows[0], "graph_options": {}}) + "\n")  # the file's input_shape is missing
     checked, mismatches = validate(results, progress=False)
     assert checked == 0 and mismatches[0].skipped and "needs the import option input_shape" in mismatches[0].reason
+
+
+def test_a_file_named_neither_toml_nor_json_is_refused(tmp_path):
+    (tmp_path / "tasks.yaml").write_text("tasks: []\n")
+    with pytest.raises(SuiteFileError, match=re.escape(f"{tmp_path / 'tasks.yaml'}: not a suite file by its name")):
+        read_suite_file(tmp_path / "tasks.yaml")

@@ -81,6 +81,8 @@ def read_suite_file(path: str | os.PathLike) -> SuiteFile:
     """The suite file at ``path`` (TOML or JSON, by its suffix), every field checked; a SuiteFileError names the
     file, the line and the field of the first problem, and what the field accepts."""
     path = Path(path)
+    if not is_suite_file(path):
+        raise SuiteFileError(f"{path}: not a suite file by its name; a suite file ends in .toml or .json")
     text = _read_text(path)
     if path.suffix.lower() == ".toml":
         data, lines = _parse_toml(path, text)
@@ -311,6 +313,8 @@ class _TomlScanner(_Lines):
         else:
             end = _TOML_SCALAR_END.search(text, pos)
             self.pos = len(text) if end is None else end.start()
+            if self.pos == pos:  # no value here: TOML this scanner does not follow (it stops rather than loop)
+                raise ValueError(f"no value at offset {pos}")
 
 
 def toml_lines(text: str) -> dict[FieldPath, int]:
