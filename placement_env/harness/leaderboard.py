@@ -36,10 +36,17 @@ def searches(row: dict[str, Any]) -> bool:
     return int(row.get("evaluations", 0)) > HEURISTIC_BUDGET
 
 
+def in_key_order(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` sorted by suite, task, method label, seed and budget: what is made of a results file does not
+    depend on its row order (a parallel run writes rows in the order they finish)."""
+    return sorted(rows, key=lambda row: (row.get("suite", ""), row["task"], method_label(row), row.get("seed", 0),
+                                         row.get("budget", 0)))
+
+
 def references(rows: list[dict[str, Any]]) -> dict[str, dict[str, float | None]]:
     """Per task: the expert's runtime, the best zero-budget heuristic's, and the lower bound."""
     out: dict[str, dict[str, float | None]] = {}
-    for row in rows:
+    for row in in_key_order(rows):
         entry = out.setdefault(row["task"], {"expert": None, "best_heuristic": None, "lower_bound": None})
         entry["lower_bound"] = row["lower_bound_s"]
         if searches(row) or not _ok(row):
@@ -66,7 +73,7 @@ def leaderboard_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One entry per (task, method label, budget) of searching rows, plus one per zero-budget heuristic."""
     refs = references(rows)
     groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
+    for row in in_key_order(rows):
         budget = row["budget"] if searches(row) else HEURISTIC_BUDGET
         groups[(row["task"], method_label(row), budget)].append(row)
     entries = []
@@ -84,7 +91,7 @@ def leaderboard_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "to_beat_expert": (int(np.median(beaten_known)), len(beaten_known)) if beaten_known else None,
             "recorded": len(recorded),
         })
-    entries.sort(key=lambda e: (e["task"], e["budget"], math.inf if e["mean"] is None else e["mean"]))
+    entries.sort(key=lambda e: (e["task"], e["budget"], math.inf if e["mean"] is None else e["mean"], e["method"]))
     return entries
 
 
@@ -151,7 +158,7 @@ def anytime_figure(rows: list[dict[str, Any]], *, budget: int | None = None) -> 
 def _curves(rows: list[dict[str, Any]], budget: int | None) -> dict[str, dict[str, tuple]]:
     """{task: {method: ((evaluation grid, median best-so-far), (wall grid, median best-so-far))}}."""
     by_key: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for row in rows:
+    for row in in_key_order(rows):
         if searches(row) and row.get("anytime"):
             by_key[(row["task"], method_label(row))].append(row)
     out: dict[str, dict[str, tuple]] = defaultdict(dict)

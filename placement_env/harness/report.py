@@ -23,7 +23,7 @@ from ..evaluation import Evaluator
 from ..output_paths import OutputFolder, file_name_part
 from ..problem import BUILT_IN_METHODS
 from ..render.table import markdown_row, markdown_text, plot_text
-from .leaderboard import anytime_figure, leaderboard_table, png, searches
+from .leaderboard import anytime_figure, in_key_order, leaderboard_table, png, searches
 from .results import method_label, read_rows
 
 if TYPE_CHECKING:
@@ -52,10 +52,11 @@ def _cell(row: dict[str, Any] | None) -> str:
 
 def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """{task: {"best": best row per method label, "agent": best non-baseline row, "agent_runtimes": the successful
-    runtimes over seeds of that method at that row's budget, ...}} in file order."""
+    runtimes over seeds of that method at that row's budget, ...}}, tasks and methods in key order
+    (``leaderboard.in_key_order``), whatever the file's row order."""
     builtin = set(BUILT_IN_METHODS)  # every built-in method (with any arguments) is a baseline; the rest agents
     tasks: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    for row in rows:
+    for row in in_key_order(rows):
         tasks.setdefault(row["task"], {}).setdefault(method_label(row), []).append(row)
     summary = {}
     for task, by_method in tasks.items():
