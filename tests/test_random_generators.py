@@ -68,16 +68,27 @@ def test_the_seed_fixes_the_architecture_and_seeds_differ(family):
             assert (d["tgt_len"] is not None) == (d["kind"] == "seq2seq")
 
 
-@pytest.mark.parametrize("family", MODULES)
-def test_the_batch_is_the_largest_within_the_memory_target(family):
-    module = MODULES[family]
+def test_a_transformers_batch_is_the_largest_within_the_memory_target():
     for seed in range(40):
-        arch = module.structure(seed)
-        fixed, per_sequence = module.step_bytes(arch)
+        arch = random_transformer.structure(seed)
+        fixed, per_sequence = random_transformer.step_bytes(arch)
         if arch["batch"] > 1:
             assert fixed + arch["batch"] * per_sequence <= arch["target_bytes"]
         if arch["batch"] < drawing.MAX_BATCH:
             assert fixed + (arch["batch"] + 1) * per_sequence > arch["target_bytes"]
+
+
+def test_an_rnns_units_come_nearest_the_memory_target_at_the_drawn_batch():
+    def miss(arch, units):
+        fixed, per_sequence = random_rnn.step_bytes({**arch, "units": units})
+        return abs(np.log((fixed + arch["batch"] * per_sequence) / arch["target_bytes"]))
+
+    for seed in range(40):
+        arch = random_rnn.structure(seed)
+        assert arch["batch"] in random_rnn.BATCHES
+        assert miss(arch, arch["units"]) == min(miss(arch, units) for units in random_rnn.UNITS)
+        # another batch keeps the seed's model
+        assert random_rnn.structure(seed, batch=7) == {**arch, "batch": 7}
 
 
 @pytest.mark.parametrize("family", MODULES)

@@ -3,10 +3,10 @@ target a seed draws and the batch that meets it, and the size overrides a caller
 
 A generator draws its architecture from ``numpy.random.default_rng(seed)``, always every value in the same order,
 then applies the caller's overrides (a size given as an int replaces the drawn one; None keeps it), so an
-override never changes what else the seed draws. The sizes that meet the drawn memory target come last, from the
-sizes after the overrides: unless given, the batch is the largest (from 1 to :data:`MAX_BATCH`) at which the
-generator's rough count of the step's bytes stays within the target, so that a population of graphs spreads over
-one device's memory rather than over the product of every size's range.
+override never changes what else the seed draws. The size that meets the drawn memory target by the generator's
+rough count of the step's bytes comes last, from the sizes after the overrides (a random Transformer's batch, a
+random RNN's units), so that a population of graphs spreads over one device's memory rather than over the
+product of every size's range.
 """
 from __future__ import annotations
 

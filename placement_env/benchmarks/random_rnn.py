@@ -15,15 +15,16 @@ arguments always give the same graph), every value in this order:
 - ``steps``: a language model's unrolled steps, 10-60, then a seq2seq model's source and target lengths,
   10-40 each (``steps`` and ``tgt_len``);
 - ``vocab`` (a seq2seq model's source) and ``tgt_vocab``: log-uniform from 10,000 to 50,000, multiples of 1,000;
-- ``target_bytes``: a memory target, log-uniform over ``drawing.TARGET_GIB``;
-- ``units`` (= the embedding width), uniform over those of ``UNITS`` (256-2048) at which a batch from
-  ``MIN_BATCH`` (16) to ``drawing.MAX_BATCH`` meets the target by :func:`step_bytes`'s rough count (an RNN's
-  weights and per-step weight gradients do not grow with the batch, so the batch alone cannot span the
-  target's range); and last ``batch``, the largest (1 to ``drawing.MAX_BATCH``) whose step stays within the
-  target.
+- ``target_bytes``: a memory target, log-uniform over ``drawing.TARGET_GIB``, and ``batch`` from ``BATCHES``
+  (16-256);
+- last ``units`` (= the embedding width): those of ``UNITS`` (256-4096) at which a step of the drawn batch comes
+  nearest to the target by :func:`step_bytes`'s rough count (an RNN's weights and per-step weight gradients,
+  most of its memory, grow with the units and not with the batch).
 
 ``overrides`` (``batch``, ``layers``, ``units``, ``steps``, ``vocab``; None keeps the drawn value) replace the
-drawn sizes after everything is drawn; ``steps`` sets every length and ``vocab`` every vocabulary.
+drawn sizes after everything is drawn; ``steps`` sets every length and ``vocab`` every vocabulary. The units
+follow the other overrides but not ``batch``, so ``random_rnn:<seed>-batch<N>`` is the seed's model at another
+batch.
 
 The graph (no control flow, every shape static): ``inputs`` (token ids drawn in-graph; a model reads each
 sequence but its last token and predicts each but its first), ``embedding`` (``encoder/embedding`` and
@@ -54,15 +55,15 @@ __all__ = ["PAPER", "TINY", "KINDS", "CELLS", "UNITS", "OVERRIDES", "structure",
 NAME = "random_rnn"
 KINDS = ("lm", "seq2seq")
 CELLS = {"lstm": LSTMLayer, "gru": GRULayer}
-UNITS = (256, 512, 768, 1024, 1536, 2048)
+UNITS = (256, 512, 768, 1024, 1536, 2048, 3072, 4096)
+BATCHES = (16, 32, 64, 128, 256)
 VOCAB = (10000, 50000)
 OVERRIDES = ("batch", "layers", "units", "steps", "vocab")
-MIN_BATCH = 16  # the smallest batch the drawn units aim for
 _GATES = {"lstm": 4, "gru": 3}  # gate and candidate widths per unit: the columns of a layer's kernels
 
 # step_bytes's floats: per unrolled step, layer and weight, the step's own weight gradient, kept until the steps'
 # gradients are summed; per sequence, per layer, step and gate column, per logit and per attention energy.
-_PER_STEP_WEIGHT, _PER_GATE, _PER_LOGIT, _PER_ENERGY = 0.7, 3, 1.5, 2
+_PER_STEP_WEIGHT, _PER_GATE, _PER_LOGIT, _PER_ENERGY = 0.6, 0.5, 1.5, 1
 
 
 def structure(seed: int = PAPER["seed"], **overrides: int | None) -> dict[str, Any]:
@@ -78,7 +79,7 @@ def structure(seed: int = PAPER["seed"], **overrides: int | None) -> dict[str, A
     lm_steps, lengths = int(rng.integers(10, 61)), [int(n) for n in rng.integers(10, 41, size=2)]
     vocabs = [drawing.log_uniform(rng, *VOCAB, multiple=1000) for _ in range(2)]
     target = drawing.memory_target(rng)
-    units_pick = rng.random()
+    batch = int(rng.choice(BATCHES))
 
     seq2seq = kind == "seq2seq"
     if given.get("steps") is not None:
@@ -89,25 +90,19 @@ def structure(seed: int = PAPER["seed"], **overrides: int | None) -> dict[str, A
             "layers": given.get("layers") or layers, "units": given.get("units"),
             "steps": lengths[0] if seq2seq else lm_steps, "tgt_len": lengths[1] if seq2seq else None,
             "vocab": vocabs[0], "tgt_vocab": vocabs[1] if seq2seq else None, "target_bytes": target}
-    if arch["units"] is None:
-        arch["units"] = _units_for(arch, units_pick)
-    fixed, per_sequence = step_bytes(arch)
-    arch["batch"] = given.get("batch") or drawing.batch_for(target, fixed, per_sequence)
+    arch["units"] = arch["units"] or _units_for(arch, batch)
+    arch["batch"] = given.get("batch") or batch
     return arch
 
 
-def _units_for(a: dict[str, Any], pick: float) -> int:
-    """The units at quantile ``pick`` of those in :data:`UNITS` at which a batch from :data:`MIN_BATCH` to
-    ``drawing.MAX_BATCH`` meets ``a``'s memory target; with none, the largest units at which
-    :data:`MIN_BATCH` sequences stay within the target, else the smallest units."""
-    target = a["target_bytes"]
-    sizes = {units: step_bytes({**a, "units": units}) for units in UNITS}
-    fitting = [units for units, (fixed, per_sequence) in sizes.items()
-               if fixed + MIN_BATCH * per_sequence <= target <= fixed + drawing.MAX_BATCH * per_sequence]
-    if fitting:
-        return fitting[int(pick * len(fitting))]
-    within = [units for units, (fixed, per_sequence) in sizes.items() if fixed + MIN_BATCH * per_sequence <= target]
-    return within[-1] if within else UNITS[0]
+def _units_for(a: dict[str, Any], batch: int) -> int:
+    """The units of :data:`UNITS` at which a step of ``batch`` sequences comes nearest (by ratio) to ``a``'s memory
+    target by :func:`step_bytes`'s count."""
+    def miss(units: int) -> float:
+        fixed, per_sequence = step_bytes({**a, "units": units})
+        return abs(np.log((fixed + batch * per_sequence) / a["target_bytes"]))
+
+    return min(UNITS, key=miss)
 
 
 def _stacks(a: dict[str, Any]) -> list[tuple[int, int]]:
