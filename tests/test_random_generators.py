@@ -126,7 +126,8 @@ def test_the_same_seed_builds_the_same_graph_and_another_seed_another(family):
     assert _signature(tiny(family, seeds[0])) != _signature(tiny(family, seeds[1]))
 
 
-@pytest.mark.parametrize("family, seed", [(family, seed) for family in MODULES for seed in _seeds_of_every_kind(family)])
+@pytest.mark.parametrize("family, seed",
+                         [(family, seed) for family in MODULES for seed in _seeds_of_every_kind(family)])
 def test_every_kind_builds_static_steps_that_train_every_weight(family, seed):
     step = tiny(family, seed)
     arch = {key: value for key, value in step.params.items() if key != "seed"}
