@@ -80,8 +80,8 @@ def stops(problem):
 
 
 def where(problem):
-    """Fails with where it ran (the harness's own process or a worker) as its message."""
-    raise RuntimeError(f"worker={multiprocessing.parent_process() is not None}")
+    """Fails with where it ran (the harness's own process or a worker) and whether TF is imported there."""
+    raise RuntimeError(f"worker={multiprocessing.parent_process() is not None} tf={'tensorflow' in sys.modules}")
 
 
 # -- helpers --------------------------------------------------------------------------------------------------
@@ -138,7 +138,6 @@ def test_two_worker_processes_give_the_serial_rows_and_report(serial, tmp_path, 
     assert leaderboard_table(serial) == leaderboard_table(serial[::-1])  # (its wall times are the run's own)
 
 
-@pytest.mark.slow
 def test_a_dying_worker_costs_its_own_row_only_and_a_rerun_redoes_it(tmp_path):
     path, marker = tmp_path / "r.jsonl", str(tmp_path / "died-once")
     methods = ["single_gpu", "test_distributed_harness:dies@how=kill", "test_distributed_harness:dies@how=exit",
@@ -159,7 +158,6 @@ def test_a_dying_worker_costs_its_own_row_only_and_a_rerun_redoes_it(tmp_path):
     assert [row["method_args"] for row in again] == [{"how": "kill"}]  # the unfinished row only, made again
 
 
-@pytest.mark.slow
 def test_ctrl_c_stops_the_workers_keeps_the_rows_and_a_rerun_resumes(serial, tmp_path):
     path = tmp_path / "r.jsonl"
     methods = ["single_gpu", "test_distributed_harness:sleeps@seconds=0.5"]
@@ -189,13 +187,15 @@ def test_ctrl_c_stops_the_workers_keeps_the_rows_and_a_rerun_resumes(serial, tmp
         comparable([r for r in serial if r["method"] == "single_gpu"])
 
 
-def test_measured_tasks_run_first_in_this_process_the_rest_on_workers(tmp_path):
+def test_measured_tasks_run_first_in_this_process_the_rest_on_workers_without_tensorflow(tmp_path):
     tasks = [Task("measured", "rnnlm-tiny", "local:2", runtime="measured"), *ONE_TASK]
     rows = run_suite("mixed", ["test_distributed_harness:where"], tmp_path / "r.jsonl", tasks=tasks, budget=0,
                      seeds=[0, 1], progress=False, workers=2)
-    assert [(row["task"], row["message"]) for row in rows] == [
+    # the workers get each task's op costs from this process, so none of them imports TF to compute them
+    assert [(row["task"], row["message"].split(" tf=")[0]) for row in rows] == [
         ("measured", "RuntimeError: worker=False"), ("measured", "RuntimeError: worker=False"),
         ("synthetic-tiny-2gpu", "RuntimeError: worker=True"), ("synthetic-tiny-2gpu", "RuntimeError: worker=True")]
+    assert all(row["message"].endswith("tf=False") for row in rows[2:]), rows
 
 
 def test_bad_worker_counts_and_addresses_are_refused_before_any_work(tmp_path, capsys):

@@ -13,6 +13,8 @@ results file at once, so an interrupted run keeps every finished row and a rerun
 
 Each worker keeps one Evaluator per task it has met, as a serial run does, and is handed the runs of one task
 while that task has runs left (then a task no other worker is on, if there is one), so it builds few evaluators.
+With a task's first run a worker gets the task's op costs, computed (or read from the cache) in this process: the
+analytical costs import TensorFlow, which would cost every worker seconds and half a gigabyte.
 A row is made by the same ``run_one`` as in a serial run, with the same seed, so it equals the serial run's row
 but for its wall times (``wall_s`` and the wall column of ``anytime``); the file holds the rows in the order they
 finished.
@@ -41,6 +43,7 @@ from collections import Counter, deque
 from multiprocessing.connection import wait as wait_connections
 from typing import Any, Iterator, Protocol, Sequence
 
+import numpy as np
 from tqdm import tqdm
 
 from ..errors import WorkerStartError
@@ -93,10 +96,11 @@ def _schedule(pool: _Workers, suite: str, runs: Sequence[Run], bar: tqdm) -> Ite
         queues.setdefault(run.task.name, deque()).append(run)
     deaths: Counter[Run] = Counter()
     last_task: dict[int, str] = {}  # slot index -> the task of its last run
+    known: dict[int, set[str]] = {slot: set() for slot in range(len(pool.slots))}  # tasks each slot's worker has
     idle = list(reversed(range(len(pool.slots))))
     inflight: dict[Any, tuple[int, Run]] = {}
     error: BaseException | None = None
-    evaluators: dict[str, Evaluator] = {}  # this process's, for the rows of runs whose workers died
+    evaluators: dict[str, Evaluator] = {}  # this process's: the op costs workers get, the rows of dead workers
     try:
         while inflight or (queues and error is None):
             while idle and queues and error is None:
@@ -105,7 +109,10 @@ def _schedule(pool: _Workers, suite: str, runs: Sequence[Run], bar: tqdm) -> Ite
                 run = _next_run(queues, last_task.get(slot), busy)
                 last_task[slot] = run.task.name
                 bar.set_postfix_str(f"{run.task.name} {run.spec} seed {run.seed} budget {run.budget}")
-                inflight[pool.submit(slot, run)] = (slot, run)
+                costs = None if run.task.name in known[slot] else \
+                    task_evaluator(run.task, evaluators).costs.seconds
+                known[slot].add(run.task.name)
+                inflight[pool.submit(slot, run, costs)] = (slot, run)
             for handle, outcome, value in pool.wait(list(inflight)):
                 slot, run = inflight.pop(handle)
                 if outcome == "row":
@@ -114,6 +121,7 @@ def _schedule(pool: _Workers, suite: str, runs: Sequence[Run], bar: tqdm) -> Ite
                 elif outcome == "died":
                     deaths[run] += 1
                     pool.restart(slot)
+                    known[slot] = set()
                     if deaths[run] > RETRIES:
                         bar.update()
                         yield _died_row(suite, run, evaluators, deaths[run], value, pool.kind)
@@ -159,7 +167,7 @@ class _Workers(Protocol):
     kind: str
     slots: list[Any]
 
-    def submit(self, slot: int, run: Run) -> Any: ...
+    def submit(self, slot: int, run: Run, costs: np.ndarray | None) -> Any: ...
 
     def wait(self, handles: list[Any]) -> list[tuple[Any, str, Any]]: ...
 
@@ -236,9 +244,9 @@ class _ProcessWorkers:
             self.close(kill=True)
             raise
 
-    def submit(self, slot: int, run: Run) -> int:
+    def submit(self, slot: int, run: Run, costs: np.ndarray | None) -> int:
         try:
-            self.slots[slot].connection.send(run)
+            self.slots[slot].connection.send((run, costs))
         except OSError:  # died while idle; its death shows when the handle is waited on
             pass
         return slot
@@ -275,6 +283,14 @@ class _ProcessWorkers:
         return ""
 
 
+def _row_of(suite: str, run: Run, costs: np.ndarray | None, evaluators: dict[str, Evaluator]) -> dict[str, Any]:
+    """The row of ``run``, made in a worker as a serial run makes it; ``costs``, sent with a task's first run to this
+    worker, are its op seconds as the parent computed them (so no worker imports TensorFlow to compute them)."""
+    if costs is not None:
+        task_evaluator(run.task, evaluators, costs)
+    return run_one(suite, run, evaluators)
+
+
 def _exit_with_parent(parent: int) -> None:
     """Leave as soon as the parent is gone (killed: no stop message will come), so no worker is orphaned."""
     while os.getppid() == parent:
@@ -302,13 +318,13 @@ def _process_main(connection: Any, suite: str) -> None:
     try:
         while True:
             try:
-                run = connection.recv()
+                work = connection.recv()
             except EOFError:
                 return
-            if run is None:
+            if work is None:
                 return
             try:
-                message = ("row", run_one(suite, run, evaluators))
+                message = ("row", _row_of(suite, *work, evaluators))
             except BaseException as error:  # noqa: BLE001 - the parent stops the run with it
                 message = ("error", _portable(error))
             connection.send(message)
@@ -333,8 +349,8 @@ class RowWorker:
 
         return ray.get_runtime_context().get_node_id(), versions()
 
-    def row(self, run: Run) -> dict[str, Any]:
-        return run_one(self._suite, run, self._evaluators)
+    def row(self, run: Run, costs: np.ndarray | None) -> dict[str, Any]:
+        return _row_of(self._suite, run, costs, self._evaluators)
 
     def close(self) -> None:
         for evaluator in self._evaluators.values():
@@ -417,8 +433,8 @@ class _RayWorkers:
                 "versions on every node")
         self._nodes[slot] = node
 
-    def submit(self, slot: int, run: Run) -> Any:
-        ref = self.slots[slot].row.remote(run)
+    def submit(self, slot: int, run: Run, costs: np.ndarray | None) -> Any:
+        ref = self.slots[slot].row.remote(run, costs)
         self._slot_of[ref] = slot
         return ref
 
