@@ -29,7 +29,8 @@ NUMBER_FLAGS: dict[str, tuple[tuple[str, str, dict, str], ...]] = {
                   ("seed", "--seed", {"integer": True}, "")),
     "fit-paper-machine": (("starts", "--starts", {"integer": True, "minimum": 1}, " (optimiser starts)"),),
     "run": (("budget", "--budget", {"integer": True}, " (runtime evaluations; 0 for zero-shot methods)"),
-            ("seeds", "--seeds", {"integer": True}, "")),
+            ("seeds", "--seeds", {"integer": True}, ""),
+            ("workers", "--workers", {"integer": True, "minimum": 1}, " (worker processes, or Ray actors)")),
     "validate": (("tolerance", "--tolerance", {}, " (relative: 0.2 is 20%)"),
                  ("row_timeout", "--row-timeout", {"above": True}, " (seconds)")),
 }
@@ -67,16 +68,25 @@ def main(argv: list[str] | None = None) -> int:
     fit.add_argument("--starts", type=int, default=3, help="optimiser starts per fit (default: %(default)s)")
     fit.add_argument("--save", action="store_true", help="store the all-model fit as the K80 machine's parameters")
     run = commands.add_parser("run", help="run placement methods over a benchmark suite into a results file")
-    run.add_argument("--suite", default="tiny", help=f"one of {', '.join(SUITES)}, or 'package.module:attribute' "
-                     "for a tuple of Task of your own (default: %(default)s)")
-    run.add_argument("--methods", nargs="+", default=["all"], metavar="METHOD",
+    run.add_argument("--suite", default="tiny", help=f"one of {', '.join(SUITES)}, a suite file of your own tasks "
+                     "(.toml or .json; its methods, budgets and seeds are used where these flags are not given), or "
+                     "'package.module:attribute' for a tuple of Task (default: %(default)s)")
+    run.add_argument("--methods", nargs="+", default=None, metavar="METHOD",
                      help="built-in method names or presets, 'package.module:callable', each with keyword arguments "
                           "as NAME@key=value,key=value (values JSON or bare words: hill_climbing@start=best_heuristic,"
-                          "max_groups=2), or all: the built-in methods and their presets (default)")
-    run.add_argument("--budget", type=int, nargs="+", default=[100], metavar="N",
+                          "max_groups=2), or all: the built-in methods and their presets (default, unless a suite "
+                          "file gives methods)")
+    run.add_argument("--budget", type=int, nargs="+", default=None, metavar="N",
                      help="runtime evaluations per method and task, one or several budgets; 0 for zero-shot methods "
-                          "(default: 100)")
-    run.add_argument("--seeds", type=int, nargs="+", default=[0])
+                          "(default: a suite file's budgets, else 100)")
+    run.add_argument("--seeds", type=int, nargs="+", default=None, help="(default: a suite file's seeds, else 0)")
+    run.add_argument("--workers", type=int, default=None, metavar="N",
+                     help="make the rows in N worker processes on this machine (with --ray-address: N Ray actors, "
+                          "default one per CPU of the cluster); measured tasks still run one at a time, first")
+    run.add_argument("--ray-address", default=None, metavar="ADDR",
+                     help="spread the rows over the Ray cluster at ADDR (auto, host:port, ray://host:port), or "
+                          "'local' for a Ray instance of this machine on 127.0.0.1 only; a Ray cluster runs code for "
+                          "whoever reaches it (docs/security.md)")
     run.add_argument("-o", "--results", default="results.jsonl", help="results file; rerun to resume (default: %(default)s)")
     check = commands.add_parser("validate", help="replay the placements of a results file and flag mismatches")
     check.add_argument("results")
@@ -133,7 +143,7 @@ def _check_flags(args: argparse.Namespace) -> None:
             if expected:
                 raise ValueError(f"{flag} {value!r}: {expected}{why}")
     for attribute, flag in LIST_FLAGS.get(args.command, ()):
-        values = getattr(args, attribute)
+        values = getattr(args, attribute) or []  # None: not given
         repeated = sorted({str(v) for v in values if values.count(v) > 1})
         if repeated:
             raise ValueError(f"{flag} {', '.join(repeated)} given more than once: give each once")
@@ -147,10 +157,13 @@ def _load_graph(benchmark: str, max_groups: int) -> OpGraph:
 
 def _harness(args: argparse.Namespace) -> int:
     from . import harness
+    from .harness.suite_file import run_settings
 
     if args.command == "run":
         check_output_file(args.results, "-o/--results")
-        written = harness.run_suite(args.suite, args.methods, args.results, budget=args.budget, seeds=args.seeds)
+        settings = run_settings(args.suite, args.methods, args.budget, args.seeds)  # a suite file's, where not given
+        written = harness.run_suite(results=args.results, **settings, workers=args.workers,
+                                    ray_address=args.ray_address)
         print(f"{len(written)} new rows in {args.results}")
         print(harness.markdown_table(harness.read_rows(args.results)))
         return 0
@@ -192,7 +205,8 @@ def _validate(args: argparse.Namespace) -> int:
     stale = sum(m.stale for m in mismatches)
     skipped = sum(m.skipped for m in mismatches)
     print(f"{checked} placements replayed, {failed} do not reproduce"
-          + (f"; {stale} rows come from another simulator version or cluster definition" if stale else "")
+          + (f"; {stale} rows come from another simulator version or cluster definition, or a changed graph file"
+             if stale else "")
           + (f"; {skipped} rows skipped (not replayable here, see above)" if skipped else ""))
     return 1 if failed else 0
 

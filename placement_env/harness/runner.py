@@ -28,14 +28,14 @@ from typing import Any, Iterable, Iterator, Sequence
 import numpy as np
 from tqdm import tqdm
 
-from ..benchmarks import load_benchmark
-from ..cluster import Cluster, load_cluster
+from ..cluster import load_cluster
 from ..errors import InfrastructureError, MethodConfigError
 from ..evaluation import Evaluator
 from ..placement import INFRASTRUCTURE, Measurement
 from ..problem import BUILT_IN_METHODS, MethodSpec, Problem, method, solve
 from .results import CONFIGURATION, ResultsWriter, expected_number, versions
-from .suites import Task, check_tasks, load_suite
+from .suites import Task, resolve_suite
+from .task_graph import load_task_graph
 
 DEFAULT_BUDGET = 100  # runtime evaluations per method and task (methods that search use them)
 
@@ -59,7 +59,7 @@ def _refuse_repeats(parameter: str, values: Sequence[Any]) -> None:
         raise ValueError(f"{parameter}={list(values)!r}: {', '.join(repeated)} given more than once; give each once")
 
 
-def _row(suite: str, task: Task, cluster: Cluster, spec: MethodSpec, seed: int, budget: int, placement: list[int],
+def _row(suite: str, task: Task, evaluator: Evaluator, spec: MethodSpec, seed: int, budget: int, placement: list[int],
          m: Measurement | None, evaluations: int, wall_s: float, lower_bound_s: float, failure: str = "",
          message: str = "", anytime: tuple = ()) -> dict[str, Any]:
     ok = m is not None and m.ok
@@ -70,7 +70,8 @@ def _row(suite: str, task: Task, cluster: Cluster, spec: MethodSpec, seed: int, 
         "placement": placement,
         "runtime_s": runtime_s, "ok": ok, "failure": failure or (m.failure if m is not None else ""),
         "message": message or (m.message if m is not None else ""), "evaluations": evaluations,
-        "wall_s": wall_s, "lower_bound_s": lower_bound_s, "versions": versions(cluster),
+        "wall_s": wall_s, "lower_bound_s": lower_bound_s, "versions": versions(evaluator.cluster, evaluator.graph),
+        **({"graph_options": dict(task.graph_options)} if task.graph_options else {}),  # how a graph file was imported
         # best-so-far after each improvement: [evaluations, runtime s, wall s since the method started]
         "anytime": [[int(e), float(r), round(float(w), 4)] for e, r, w in anytime],
     }
@@ -99,6 +100,17 @@ def _budgets(budget: int | Sequence[int]) -> list[int]:
     return [int(value) for value in budgets]
 
 
+def _check_workers(workers: int | None, ray_address: str | None) -> None:
+    """ValueError naming ``workers`` unless it is None or an integer >= 1, or ``ray_address`` unless None or a
+    non-empty string (its cluster is reached only when the run starts)."""
+    if workers is not None and expected_number(workers, integer=True, minimum=1):
+        raise ValueError(f"workers={workers!r}; expected an integer >= 1 (worker processes, or Ray actors with "
+                         "ray_address), or None")
+    if ray_address is not None and not (isinstance(ray_address, str) and ray_address.strip()):
+        raise ValueError(f"ray_address={ray_address!r}; expected 'auto', 'host:port', 'ray://host:port' or 'local' "
+                         "(a Ray instance of this machine on 127.0.0.1), or None")
+
+
 def plan_runs(tasks: Sequence[Task], methods: Sequence[str | MethodSpec], *, budget: int | Sequence[int] = DEFAULT_BUDGET,
               seeds: Sequence[int] = (0,)) -> list[Run]:
     """Every (task, method, seed, budget) in the order a serial run makes them, each argument checked first."""
@@ -115,17 +127,30 @@ def plan_runs(tasks: Sequence[Task], methods: Sequence[str | MethodSpec], *, bud
 
 def run_suite(suite: str, methods: Sequence[str | MethodSpec], results: str | os.PathLike, *,
               tasks: Sequence[Task] | None = None, budget: int | Sequence[int] = DEFAULT_BUDGET,
-              seeds: Sequence[int] = (0,), progress: bool = True) -> list[dict[str, Any]]:
+              seeds: Sequence[int] = (0,), progress: bool = True, workers: int | None = None,
+              ray_address: str | None = None) -> list[dict[str, Any]]:
     """Run every method (a spec as ``pe.method`` takes it, or "all") on every task of ``suite`` for every seed and
     budget (one budget or a list); return the rows written now. ``tasks`` gives the tasks directly, ``suite`` then
-    being the name the rows carry."""
-    tasks = load_suite(suite) if tasks is None else check_tasks(suite, tasks)
+    being the name the rows carry.
+
+    ``workers`` > 1 makes the rows in that many worker processes on this machine, ``ray_address`` (``"auto"``,
+    ``"host:port"``, or ``"local"`` for a Ray instance of this machine kept on 127.0.0.1) on the actors of a Ray
+    cluster (``workers`` of them, default one per CPU of the cluster); rows are written as they arrive and equal a
+    serial run's but for their wall times (:mod:`.distributed`). Without either, this process makes them in turn."""
+    suite, tasks = resolve_suite(suite, tasks)
     runs = plan_runs(tasks, methods, budget=budget, seeds=seeds)
+    _check_workers(workers, ray_address)
     with ResultsWriter(results) as writer:
         todo = [run for run in runs
                 if (suite, run.task.name, str(run.spec), run.seed, run.budget) not in writer.finished]
+        if (workers is None or workers == 1) and ray_address is None:
+            rows = serial_rows(suite, _progress(todo, suite, progress))
+        else:
+            from .distributed import parallel_rows  # it imports this module (run_one, serial_rows)
+
+            rows = parallel_rows(suite, todo, workers=workers, ray_address=ray_address, progress=progress)
         written = []
-        for row in serial_rows(suite, _progress(todo, suite, progress)):
+        for row in rows:
             writer.append(row)
             written.append(row)
         return written
@@ -150,29 +175,36 @@ def serial_rows(suite: str, runs: Iterable[Run]) -> Iterator[dict[str, Any]]:
             evaluator.close()
 
 
+def task_evaluator(task: Task, evaluators: dict[str, Evaluator], costs: np.ndarray | None = None) -> Evaluator:
+    """The Evaluator of ``task`` in ``evaluators`` (one per task name), made there on first use; ``costs``, the op
+    seconds when the caller has them already, spare computing them (the analytical costs import TensorFlow)."""
+    evaluator = evaluators.get(task.name)
+    if evaluator is None:
+        evaluator = evaluators[task.name] = Evaluator(load_task_graph(task.benchmark, task.graph_options),
+                                                      load_cluster(task.cluster), task.runtime, costs=costs)
+    return evaluator
+
+
 def run_one(suite: str, run: Run, evaluators: dict[str, Evaluator]) -> dict[str, Any]:
     """The row of one method on one task, seed and budget (a method that raises gives a method_error row, or an
     infrastructure or configuration row that a rerun does again); ``evaluators`` caches one Evaluator per task."""
     task, spec, seed, budget = run.task, run.spec, run.seed, run.budget
-    evaluator = evaluators.get(task.name)
-    if evaluator is None:
-        evaluator = evaluators[task.name] = Evaluator(load_benchmark(task.benchmark), load_cluster(task.cluster),
-                                                      task.runtime)
+    evaluator = task_evaluator(task, evaluators)
     problem = Problem(graph=evaluator.graph, cluster=evaluator.cluster, evaluator=evaluator,
                       benchmark=task.benchmark, budget=budget, rng=np.random.default_rng(seed))
     try:
         solution = solve(spec, problem)
     except InfrastructureError as error:  # not the method's failure: recorded, and redone by a rerun
-        row = _row(suite, task, evaluator.cluster, spec, seed, budget, [], None, problem.evaluations, 0.0,
+        row = _row(suite, task, evaluator, spec, seed, budget, [], None, problem.evaluations, 0.0,
                    evaluator.lower_bound(), failure=INFRASTRUCTURE, message=str(error))
     except MethodConfigError as error:  # the method's configuration, not its result: redone by a rerun too
-        row = _row(suite, task, evaluator.cluster, spec, seed, budget, [], None, problem.evaluations, 0.0,
+        row = _row(suite, task, evaluator, spec, seed, budget, [], None, problem.evaluations, 0.0,
                    evaluator.lower_bound(), failure=CONFIGURATION, message=str(error))
     except Exception as error:  # noqa: BLE001 - any method failure is recorded, never fatal
-        row = _row(suite, task, evaluator.cluster, spec, seed, budget, [], None, problem.evaluations, 0.0,
+        row = _row(suite, task, evaluator, spec, seed, budget, [], None, problem.evaluations, 0.0,
                    evaluator.lower_bound(), failure="method_error", message=f"{type(error).__name__}: {error}")
     else:
         m = evaluator(solution.placement)
-        row = _row(suite, task, evaluator.cluster, spec, seed, budget, solution.placement.tolist(), m,
+        row = _row(suite, task, evaluator, spec, seed, budget, solution.placement.tolist(), m,
                    solution.evaluations, solution.wall_s, evaluator.lower_bound(), anytime=solution.improvements)
     return row
