@@ -119,3 +119,33 @@ def test_placebench_v1_has_the_issue_s_shape():
     for track in benchmark.data["tracks"].values():
         for task in track["tasks"]:
             assert task["runtime"] == "measured" or task["reference_s"] is not None, task["name"]
+
+
+def test_rows_of_a_track_carry_the_benchmark_and_graph_fingerprints_and_replay(tiny_version, tmp_path):
+    from placement_env.harness import read_rows, run_suite, validate
+
+    path = tmp_path / "rows.jsonl"
+    rows = run_suite("placebench-v9/small", ["single_gpu", "random_search"], path, budget=[0, 5], progress=False)
+    digest = json.loads(tiny_version.read_text())["digest"]
+    assert len(rows) == 8 and {r["versions"]["benchmark"] for r in rows} == {f"placebench-v9:{digest}"}
+    import placement_env as pe
+
+    assert {r["versions"]["opgraph"] for r in rows if r["task"].startswith("rnnlm")} == {
+        pe.load_benchmark("rnnlm-tiny").digest}
+    assert "simulated_s" not in rows[0]  # simulated rows: their runtime_s is the simulation
+    checked, mismatches = validate(path)
+    assert checked >= 6 and mismatches == []
+    tampered = [dict(r, versions={**r["versions"], "opgraph": "0" * 16}) for r in read_rows(path)]
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps(r) + "\n" for r in tampered))
+    checked, mismatches = validate(other)
+    assert checked == 0 and all(m.stale and "builds differently here" in m.reason for m in mismatches)
+
+
+@pytest.mark.slow
+def test_a_measured_row_has_its_simulated_time_beside_it(tmp_path):
+    from placement_env.harness import Task, run_suite
+
+    task = Task("rnnlm-tiny@local:2", "rnnlm-tiny", "local:2", runtime="measured")
+    [row] = run_suite("mine", ["single_cpu"], tmp_path / "rows.jsonl", tasks=[task], budget=0, progress=False)
+    assert row["ok"] and row["simulated_s"] > 0 and row["runtime_s"] > 0

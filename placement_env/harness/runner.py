@@ -33,6 +33,7 @@ from ..errors import InfrastructureError, MethodConfigError
 from ..evaluation import Evaluator
 from ..placement import INFRASTRUCTURE, Measurement
 from ..problem import BUILT_IN_METHODS, MethodSpec, Problem, method, solve
+from . import placebench
 from .results import CONFIGURATION, ResultsWriter, expected_number, versions
 from .suites import Task, resolve_suite
 from .task_graph import load_task_graph
@@ -70,11 +71,34 @@ def _row(suite: str, task: Task, evaluator: Evaluator, spec: MethodSpec, seed: i
         "placement": placement,
         "runtime_s": runtime_s, "ok": ok, "failure": failure or (m.failure if m is not None else ""),
         "message": message or (m.message if m is not None else ""), "evaluations": evaluations,
-        "wall_s": wall_s, "lower_bound_s": lower_bound_s, "versions": versions(evaluator.cluster, evaluator.graph),
+        "wall_s": wall_s, "lower_bound_s": lower_bound_s, "versions": _versions(suite, evaluator),
         **({"graph_options": dict(task.graph_options)} if task.graph_options else {}),  # how a graph file was imported
         # best-so-far after each improvement: [evaluations, runtime s, wall s since the method started]
         "anytime": [[int(e), float(r), round(float(w), 4)] for e, r, w in anytime],
     }
+
+
+def _versions(suite: str, evaluator: Evaluator) -> dict[str, str]:
+    """``results.versions`` of the row's cluster and graph, with the graph's fingerprint (``OpGraph.digest``) and,
+    for a track of a versioned benchmark, ``"<version>:<digest>"`` of the benchmark."""
+    found = {**versions(evaluator.cluster, evaluator.graph), "opgraph": evaluator.graph.digest}
+    benchmark = placebench.benchmark_of_suite(suite)
+    if benchmark is not None:
+        found["benchmark"] = f"{benchmark.name}:{benchmark.digest}"
+    return found
+
+
+def _simulated(evaluator: Evaluator, placement: np.ndarray, m: Measurement) -> dict[str, Any]:
+    """For a measured row, ``simulated_s``: the simulator's step time of the same placement on the same cluster
+    (None where it fails), so that every measured time has its prediction beside it."""
+    if evaluator.runtime != "measured":
+        return {}
+    simulator = Evaluator(evaluator.graph, evaluator.cluster, "sim")
+    try:
+        predicted = simulator(placement)
+    finally:
+        simulator.close()
+    return {"simulated_s": float(predicted.runtime_s) if predicted.ok else None}
 
 
 @dataclass(frozen=True)
@@ -207,4 +231,5 @@ def run_one(suite: str, run: Run, evaluators: dict[str, Evaluator]) -> dict[str,
         m = evaluator(solution.placement)
         row = _row(suite, task, evaluator, spec, seed, budget, solution.placement.tolist(), m,
                    solution.evaluations, solution.wall_s, evaluator.lower_bound(), anytime=solution.improvements)
+        row.update(_simulated(evaluator, solution.placement, m))
     return row

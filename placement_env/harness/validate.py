@@ -33,10 +33,12 @@ from typing import Any
 from tqdm import tqdm
 
 from ..cluster import Cluster, load_cluster
-from ..errors import DriverError, InvalidPlacementError, IsolationError, PlacementEnvError, ResultsFormatError
+from ..errors import (DriverError, InvalidPlacementError, IsolationError, PlacementEnvError, ResultsFormatError,
+                      UnknownSuiteError)
 from ..evaluation import Evaluator
 from ..placement import INFRASTRUCTURE, Measurement
 from ..runtime.simulated import SIMULATOR_VERSION, model_changed_since
+from . import placebench
 from .results import expected_number, method_label, read_results, show
 from .task_graph import graph_file_digest, load_task_graph
 
@@ -57,6 +59,15 @@ class Mismatch:
         return not (self.stale or self.skipped)
 
 
+def _benchmark_version(suite: str) -> str:
+    """``"<version>:<digest>"`` of the shipped benchmark version whose track ``suite`` is ("" if none ships)."""
+    try:
+        benchmark = placebench.benchmark_of_suite(suite)
+    except UnknownSuiteError:
+        return ""
+    return "" if benchmark is None else f"{benchmark.name}:{benchmark.digest}"
+
+
 def _stale_reason(row: dict[str, Any], evaluator: Evaluator) -> str:
     """Why ``row`` cannot be replayed here ("" when it can)."""
     cluster = evaluator.cluster
@@ -68,6 +79,13 @@ def _stale_reason(row: dict[str, Any], evaluator: Evaluator) -> str:
     if digest is not None and digest != cluster.digest:
         return (f"made on cluster {row['cluster']!r} as defined then (digest {digest}); it is now defined "
                 f"differently (digest {cluster.digest})")
+    digest = made.get("opgraph")
+    if digest is not None and digest != evaluator.graph.digest:
+        return (f"made on graph {show(row['benchmark'])} as built then (digest {digest}); it builds differently here "
+                f"(digest {evaluator.graph.digest}: another TensorFlow or builder version)")
+    digest, now = made.get("benchmark"), _benchmark_version(row["suite"])
+    if digest is not None and digest != now:
+        return f"made for benchmark {digest}; this package ships {now or 'no such version'}"
     digest, now = made.get("graph"), graph_file_digest(evaluator.graph)
     if digest is not None and digest != now:
         return (f"made on graph file {show(row['benchmark'])} as it was then (digest {digest}); the file has changed "
