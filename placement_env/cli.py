@@ -97,6 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     report = commands.add_parser("report", help="the paper-style table and plots of a results file")
     report.add_argument("results")
     report.add_argument("-o", "--out-dir", default="report", help="where report.md and the plots go (default: %(default)s)")
+    board = commands.add_parser("leaderboard", help="scores per track and budget (95%% intervals), as a Markdown "
+                                "page, a CSV and a plot per track")
+    board.add_argument("results", nargs="+", metavar="FILE", help="results files (built-in rows and submissions)")
+    board.add_argument("-o", "--out-dir", default="leaderboard", help="where the page goes (default: %(default)s)")
+    board.add_argument("--submission", nargs="+", default=[], metavar="JSON",
+                       help="declared fields of submitted methods (docs/submitting.md), shown beside them")
     bench = commands.add_parser("placebench", help="the versioned benchmark: its tracks, budgets, seeds, tasks and "
                                 "digest")
     bench.add_argument("version", nargs="?", default="placebench-v1", help="benchmark version (default: %(default)s)")
@@ -119,6 +125,12 @@ def main(argv: list[str] | None = None) -> int:
             _linkbench(args)
         elif args.command == "placebench":
             return _placebench(args)
+        elif args.command == "leaderboard":
+            from .harness.standings import write_leaderboard
+
+            page = write_leaderboard(args.results, check_output_folder(args.out_dir, "-o/--out-dir"),
+                                     submissions=args.submission)
+            print(page.read_text())
         elif args.command in ("run", "validate", "report"):
             return _harness(args)
         else:

@@ -92,7 +92,7 @@ class _Output:
     b_o: tf.Tensor  # [tgt_vocab] softmax bias
 
 
-def _inputs(p: dict) -> tuple[tf.Tensor, tf.Tensor, list[tf.Tensor]]:
+def seq2seq_inputs(p: dict) -> tuple[tf.Tensor, tf.Tensor, list[tf.Tensor]]:
     """Random source ids, the decoder's input ids and its per-step labels (the inputs shifted by one)."""
     batch, src_len, tgt_len = p["batch"], p["src_len"], p["tgt_len"]
     with tf.compat.v1.name_scope("inputs"):
@@ -108,7 +108,7 @@ def _inputs(p: dict) -> tuple[tf.Tensor, tf.Tensor, list[tf.Tensor]]:
     return src, tgt_in, labels
 
 
-def _residual(layer: LSTMLayer, t: int, h: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+def residual_output(layer: LSTMLayer, t: int, h: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
     """GNMT's residual connection at step ``t``: the layer's output ``h`` plus its input ``x``, named
     ``<layer>/t<t>/residual`` so that it belongs to the layer's step."""
     with reenter_scope(f"{layer.name_scope}/t{t}"):
@@ -127,12 +127,12 @@ def _encoder(p: dict, src: tf.Tensor) -> tuple[list[tf.Tensor], list[tuple[tf.Te
             layer = LSTMLayer(hidden, hidden, f"lstm_{k}")
             h, final = layer.unroll(x)
             # Residual connections from the third layer up, as in GNMT (none in the 2-layer model).
-            x = [_residual(layer, t, h_t, x_t) for t, (h_t, x_t) in enumerate(zip(h, x))] if k >= 2 else h
+            x = [residual_output(layer, t, h_t, x_t) for t, (h_t, x_t) in enumerate(zip(h, x))] if k >= 2 else h
             states.append(final)
     return x, states
 
 
-def _attention_memory(p: dict, encoder_outputs: list[tf.Tensor]) -> _Attention:
+def attention_memory(p: dict, encoder_outputs: list[tf.Tensor]) -> _Attention:
     """The attention weights, and the memory (encoder outputs stacked) with its keys, computed once."""
     batch, hidden, src_len = p["batch"], p["hidden"], p["src_len"]
     with tf.compat.v1.variable_scope("attention"):
@@ -160,7 +160,7 @@ def _decoder_layers(p: dict, tgt_in: tf.Tensor) -> tuple[list[tf.Tensor], list[L
     return y, layers
 
 
-def _output_variables(p: dict) -> _Output:
+def output_variables(p: dict) -> _Output:
     """The weights of the attentional output projection and of the softmax."""
     hidden = p["hidden"]
     with tf.compat.v1.variable_scope("softmax"):
@@ -184,7 +184,7 @@ def _attend(attention: _Attention, query: tf.Tensor, t: int) -> tf.Tensor:
         return tf.squeeze(ctx, axis=[1], name="context")  # [batch, hidden]
 
 
-def _attention_decoder(p: dict, y: list[tf.Tensor], layers: list[LSTMLayer],
+def attention_decoder(p: dict, y: list[tf.Tensor], layers: list[LSTMLayer],
                        encoder_states: list[tuple[tf.Tensor, tf.Tensor]], attention: _Attention,
                        output: _Output) -> list[tf.Tensor]:
     """The unrolled decoder: the attentional output a_t [batch, hidden] of every target step.
@@ -203,7 +203,7 @@ def _attention_decoder(p: dict, y: list[tf.Tensor], layers: list[LSTMLayer],
         ctx = _attend(attention, h, t)
         for k, layer in enumerate(upper, start=1):
             h_k, states[k] = layer.step([h, ctx], states[k])
-            h = _residual(layer, t, h_k, h) if k >= 2 else h_k
+            h = residual_output(layer, t, h_k, h) if k >= 2 else h_k
         with reenter_scope(output.scope), tf.compat.v1.name_scope(f"t{t}"):
             hc = tf.concat([h, ctx], axis=1, name="concat_context")
             attentional.append(
@@ -211,7 +211,7 @@ def _attention_decoder(p: dict, y: list[tf.Tensor], layers: list[LSTMLayer],
     return attentional
 
 
-def _loss(output: _Output, attentional: list[tf.Tensor], labels: list[tf.Tensor]) -> tf.Tensor:
+def seq2seq_loss(output: _Output, attentional: list[tf.Tensor], labels: list[tf.Tensor]) -> tf.Tensor:
     """Mean softmax cross-entropy over steps and batch, all steps in one [tgt_len * batch, vocab] matmul."""
     with reenter_scope(output.scope):
         xent = softmax_xent(attentional, labels, output.w_o, output.b_o)
@@ -224,13 +224,13 @@ def build(**params) -> common.TrainingStep:
     p = check_params("nmt", PAPER, params)
     graph = tf.Graph()
     with graph.as_default():
-        src, tgt_in, labels = _inputs(p)
+        src, tgt_in, labels = seq2seq_inputs(p)
         encoder_outputs, encoder_states = _encoder(p, src)
-        attention = _attention_memory(p, encoder_outputs)
+        attention = attention_memory(p, encoder_outputs)
         y, layers = _decoder_layers(p, tgt_in)
-        output = _output_variables(p)
-        attentional = _attention_decoder(p, y, layers, encoder_states, attention, output)
-        train_op = common.momentum_train_op(_loss(output, attentional, labels))
+        output = output_variables(p)
+        attentional = attention_decoder(p, y, layers, encoder_states, attention, output)
+        train_op = common.momentum_train_op(seq2seq_loss(output, attentional, labels))
     return common.finish(graph, train_op, p)
 
 

@@ -47,7 +47,7 @@ import tensorflow as tf
 from . import common, drawing
 from .gru import GRULayer
 from .lstm import LSTMLayer, softmax_xent
-from .nmt import _attention_decoder, _attention_memory, _inputs, _loss, _output_variables, _residual
+from .nmt import attention_decoder, attention_memory, output_variables, residual_output, seq2seq_inputs, seq2seq_loss
 from .sizes import RANDOM_RNN_PAPER as PAPER, RANDOM_RNN_TINY as TINY  # noqa: F401 (the module's sizes)
 
 __all__ = ["PAPER", "TINY", "KINDS", "CELLS", "UNITS", "OVERRIDES", "structure", "step_bytes", "build"]
@@ -152,7 +152,7 @@ def _stack(a: dict[str, Any], inputs: Sequence[tf.Tensor], initial_states: Seque
     for k in range(a["layers"]):
         layer = CELLS[a["cell"]](int(outputs[0].shape[-1]), a["units"], f"{a['cell']}_{k}")
         h, final = layer.unroll(outputs, initial_states[k] if initial_states is not None else None)
-        outputs = [_residual(layer, t, h_t, x_t) for t, (h_t, x_t) in enumerate(zip(h, outputs))] if k >= 2 else h
+        outputs = [residual_output(layer, t, h_t, x_t) for t, (h_t, x_t) in enumerate(zip(h, outputs))] if k >= 2 else h
         finals.append(final)
     return outputs, finals
 
@@ -181,20 +181,20 @@ def _language_model(a: dict[str, Any]) -> tf.Tensor:
 def _seq2seq(a: dict[str, Any]) -> tf.Tensor:
     p = {"batch": a["batch"], "hidden": a["units"], "src_vocab": a["vocab"], "tgt_vocab": a["tgt_vocab"],
          "src_len": a["steps"], "tgt_len": a["tgt_len"], "layers": a["layers"]}  # as nmt's helpers read them
-    src, tgt_in, labels = _inputs(p)
+    src, tgt_in, labels = seq2seq_inputs(p)
     with tf.compat.v1.variable_scope("encoder"):
         encoder_outputs, encoder_states = _stack(a, _embedded(src, a["vocab"], a["units"]))
     if not a["attention"]:
         with tf.compat.v1.variable_scope("decoder"):
             outputs, _ = _stack(a, _embedded(tgt_in, a["tgt_vocab"], a["units"]), encoder_states)
         return _softmax_loss(outputs, labels, a["units"], a["tgt_vocab"])
-    attention = _attention_memory(p, encoder_outputs)
+    attention = attention_memory(p, encoder_outputs)
     with tf.compat.v1.variable_scope("decoder"):
         y = _embedded(tgt_in, a["tgt_vocab"], a["units"])
         # input [y_t ; ctx_{t-1}] for the bottom layer, [h_{k-1,t} ; ctx_t] above it (nmt's decoder)
         layers = [CELLS[a["cell"]](2 * a["units"], a["units"], f"{a['cell']}_{k}") for k in range(a["layers"])]
-    output = _output_variables(p)
-    return _loss(output, _attention_decoder(p, y, layers, encoder_states, attention, output), labels)
+    output = output_variables(p)
+    return seq2seq_loss(output, attention_decoder(p, y, layers, encoder_states, attention, output), labels)
 
 
 def build(**params: Any) -> common.TrainingStep:

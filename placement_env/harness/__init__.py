@@ -13,11 +13,12 @@ from .report import markdown_table, write_report
 from .results import COLUMNS, read_rows
 from .runner import DEFAULT_BUDGET, run_suite
 from .suite_file import SuiteFile, read_suite_file
+from .standings import read_submission, standings, write_leaderboard
 from .suites import GENERALISATION_TRAIN, SUITES, Task, k80_tasks, load_suite, register_suite
 from .task_graph import load_task_graph
 from .validate import validate
 
 __all__ = ["COLUMNS", "DEFAULT_BUDGET", "GENERALISATION_TRAIN", "ResultsFormatError", "SUITES", "SuiteFile",
            "SuiteFileError", "Task", "load_task_graph", "read_suite_file", "register_suite",
-           "UnknownSuiteError", "k80_tasks", "load_placebench", "load_suite", "markdown_table", "read_rows", "run_suite", "validate",
+           "UnknownSuiteError", "k80_tasks", "load_placebench", "load_suite", "markdown_table", "read_rows", "read_submission", "run_suite", "standings", "validate", "write_leaderboard",
            "write_report"]

@@ -50,7 +50,7 @@ from ..errors import WorkerStartError
 from ..evaluation import Evaluator
 from ..placement import INFRASTRUCTURE
 from .results import versions
-from .runner import Run, _progress, _row, run_one, serial_rows, task_evaluator
+from .runner import Run, make_row, progress_bar, run_one, serial_rows, task_evaluator
 
 RETRIES = 1  # a run whose worker died is tried this many more times on a fresh worker before its row records it
 START_TIMEOUT_S = 300.0  # a worker importing numba and TF on a loaded machine, or a Ray actor waiting for a CPU
@@ -68,7 +68,7 @@ def parallel_rows(suite: str, runs: Sequence[Run], *, workers: int | None, ray_a
         tqdm.write(f"{len(measured)} runs on measured tasks first, one at a time in this process (their timings "
                    "need an idle machine); then the others on the workers", file=sys.stderr)
     if measured:
-        yield from serial_rows(suite, _progress(measured, suite, progress))
+        yield from serial_rows(suite, progress_bar(measured, suite, progress))
     if not spread:
         return
     if ray_address is None:
@@ -155,7 +155,7 @@ def _died_row(suite: str, run: Run, evaluators: dict[str, Evaluator], deaths: in
               kind: str) -> dict[str, Any]:
     """The ``infrastructure`` row of a run whose worker died ``deaths`` times (a rerun makes it again)."""
     evaluator = task_evaluator(run.task, evaluators)  # for the row's versions and lower bound
-    return _row(suite, run.task, evaluator, run.spec, run.seed, run.budget, [], None, 0, 0.0,
+    return make_row(suite, run.task, evaluator, run.spec, run.seed, run.budget, [], None, 0, 0.0,
                 evaluator.lower_bound(), failure=INFRASTRUCTURE,
                 message=f"the {kind} worker making this row died {deaths} times (last: {why}); a rerun makes it again")
 
@@ -389,7 +389,7 @@ class _RayWorkers:
 
     def _connect(self, address: str, workers: int | None) -> bool:
         """Connect to (or start, for "local") the Ray instance; whether this process owns it (shuts it down)."""
-        from ..parallel.evaluator import CONNECT_TIMEOUT_S, _check_address
+        from ..parallel.evaluator import CONNECT_TIMEOUT_S, check_address
         from ..parallel.local_ray import start_local_ray
 
         ray = self._ray
@@ -400,7 +400,7 @@ class _RayWorkers:
         if address == "local":
             start_local_ray(workers or os.cpu_count() or 1, logging_level="ERROR", log_to_driver=False)
             return True
-        _check_address(address, CONNECT_TIMEOUT_S)
+        check_address(address, CONNECT_TIMEOUT_S)
         try:
             ray.init(address=address, include_dashboard=False, logging_level="ERROR", log_to_driver=False)
         except ConnectionError as error:

@@ -60,9 +60,10 @@ def _refuse_repeats(parameter: str, values: Sequence[Any]) -> None:
         raise ValueError(f"{parameter}={list(values)!r}: {', '.join(repeated)} given more than once; give each once")
 
 
-def _row(suite: str, task: Task, evaluator: Evaluator, spec: MethodSpec, seed: int, budget: int, placement: list[int],
-         m: Measurement | None, evaluations: int, wall_s: float, lower_bound_s: float, failure: str = "",
-         message: str = "", anytime: tuple = ()) -> dict[str, Any]:
+def make_row(suite: str, task: Task, evaluator: Evaluator, spec: MethodSpec, seed: int, budget: int,
+             placement: list[int], m: Measurement | None, evaluations: int, wall_s: float, lower_bound_s: float,
+             failure: str = "", message: str = "", anytime: tuple = ()) -> dict[str, Any]:
+    """The results row of ``spec`` on ``task`` (``m``: the final placement's measurement, None if there is none)."""
     ok = m is not None and m.ok
     runtime_s = float(m.runtime_s) if m is not None and math.isfinite(m.runtime_s) else None
     return {
@@ -168,7 +169,7 @@ def run_suite(suite: str, methods: Sequence[str | MethodSpec], results: str | os
         todo = [run for run in runs
                 if (suite, run.task.name, str(run.spec), run.seed, run.budget) not in writer.finished]
         if (workers is None or workers == 1) and ray_address is None:
-            rows = serial_rows(suite, _progress(todo, suite, progress))
+            rows = serial_rows(suite, progress_bar(todo, suite, progress))
         else:
             from .distributed import parallel_rows  # it imports this module (run_one, serial_rows)
 
@@ -180,7 +181,7 @@ def run_suite(suite: str, methods: Sequence[str | MethodSpec], results: str | os
         return written
 
 
-def _progress(todo: list[Run], suite: str, progress: bool) -> Iterator[Run]:
+def progress_bar(todo: list[Run], suite: str, progress: bool) -> Iterator[Run]:
     """``todo`` with a progress bar that names the run in hand."""
     bar = tqdm(todo, desc=f"suite {suite}", unit="run", disable=not progress)
     for run in bar:
@@ -219,17 +220,17 @@ def run_one(suite: str, run: Run, evaluators: dict[str, Evaluator]) -> dict[str,
     try:
         solution = solve(spec, problem)
     except InfrastructureError as error:  # not the method's failure: recorded, and redone by a rerun
-        row = _row(suite, task, evaluator, spec, seed, budget, [], None, problem.evaluations, 0.0,
+        row = make_row(suite, task, evaluator, spec, seed, budget, [], None, problem.evaluations, 0.0,
                    evaluator.lower_bound(), failure=INFRASTRUCTURE, message=str(error))
     except MethodConfigError as error:  # the method's configuration, not its result: redone by a rerun too
-        row = _row(suite, task, evaluator, spec, seed, budget, [], None, problem.evaluations, 0.0,
+        row = make_row(suite, task, evaluator, spec, seed, budget, [], None, problem.evaluations, 0.0,
                    evaluator.lower_bound(), failure=CONFIGURATION, message=str(error))
     except Exception as error:  # noqa: BLE001 - any method failure is recorded, never fatal
-        row = _row(suite, task, evaluator, spec, seed, budget, [], None, problem.evaluations, 0.0,
+        row = make_row(suite, task, evaluator, spec, seed, budget, [], None, problem.evaluations, 0.0,
                    evaluator.lower_bound(), failure="method_error", message=f"{type(error).__name__}: {error}")
     else:
         m = evaluator(solution.placement)
-        row = _row(suite, task, evaluator, spec, seed, budget, solution.placement.tolist(), m,
+        row = make_row(suite, task, evaluator, spec, seed, budget, solution.placement.tolist(), m,
                    solution.evaluations, solution.wall_s, evaluator.lower_bound(), anytime=solution.improvements)
         row.update(_simulated(evaluator, solution.placement, m))
     return row

@@ -39,7 +39,7 @@ def _cluster_spec(cluster: Any) -> Any:
     return json.loads((cluster if isinstance(cluster, Cluster) else load_cluster(cluster)).to_json())
 
 
-def _check_address(address: str, timeout_s: float) -> None:
+def check_address(address: str, timeout_s: float) -> None:
     """RayUnreachableError unless ``address`` ("host:port" or "ray://host[:port]") accepts a TCP connection."""
     if address in ("auto", "local"):
         return
@@ -149,7 +149,7 @@ class ParallelEvaluator:
                               "(or pip install 'ray>=2.9')") from error
         self._ray = ray
         if address is not None:
-            _check_address(address, connect_timeout_s)
+            check_address(address, connect_timeout_s)
         if ray.is_initialized():
             if address is not None:
                 warnings.warn(f"Ray is already initialised in this process; using that instance, not address={address!r}",
