@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "placebench":
             return _placebench(args)
         elif args.command == "leaderboard":
-            from .harness.standings import write_leaderboard
+            from .harness.leaderboard_page import write_leaderboard
 
             page = write_leaderboard(args.results, check_output_folder(args.out_dir, "-o/--out-dir"),
                                      submissions=args.submission)

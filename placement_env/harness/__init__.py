@@ -6,14 +6,17 @@
     run_suite("my_tasks.toml", ["heft"], "mine.jsonl", budget=0)   # a suite file of one's own tasks (suite_file)
     validate("results.jsonl")          # (rows replayed, rows that do not reproduce, are stale or skipped)
     write_report("results.jsonl", "report/")
+    write_leaderboard(["results.jsonl"], "board/")   # scores per track and budget (docs/submitting.md)
 """
 from ..errors import ResultsFormatError, SuiteFileError, UnknownSuiteError
+from .leaderboard_page import write_leaderboard
 from .placebench import load_placebench
 from .report import markdown_table, write_report
 from .results import COLUMNS, read_rows
 from .runner import DEFAULT_BUDGET, run_suite
+from .score import standings
+from .submission import read_submission
 from .suite_file import SuiteFile, read_suite_file
-from .standings import read_submission, standings, write_leaderboard
 from .suites import GENERALISATION_TRAIN, SUITES, Task, k80_tasks, load_suite, register_suite
 from .task_graph import load_task_graph
 from .validate import validate

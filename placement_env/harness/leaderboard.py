@@ -7,7 +7,8 @@ number of evaluations after which the method was faster than the expert placemen
 row's ``anytime`` record: the best-so-far after each improvement). The chart draws best-so-far
 against evaluations and against wall time per task, with the expert, the best zero-budget
 heuristic and the lower bound as lines. Methods are told apart by their labels with arguments
-(``results.method_label``).
+(``results.method_label``). The scored leaderboard of a benchmark's tracks (one score per track and budget)
+is ``leaderboard_page``'s.
 """
 from __future__ import annotations
 

@@ -1,0 +1,248 @@
+"""``placement-env leaderboard``: the scores of any number of results files as a Markdown page, a CSV and a plot
+per track, with the declared fields of the submitted methods beside them.
+
+``write_leaderboard(files, out_dir, submissions=...)`` reads the files (a row key in two files is an error: a
+method's row has one source), scores them (``score.standings``) and writes, through an ``OutputFolder`` (nothing is
+written through a symbolic link), ``leaderboard.md`` (per track its plot, then per budget the methods by score and
+the leading methods' mean step time per task), ``leaderboard.csv`` (a line per track, budget and method) and
+``<track>.png`` (score against budget).
+"""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ..env.rewards import DEFAULT_FAILING_SIGNAL_S
+from ..errors import ResultsFormatError
+from ..output_paths import OutputFolder, check_output_folder, file_name_part
+from ..problem import METHODS, PRESETS
+from ..render.table import markdown_row, markdown_text, plot_text
+from .leaderboard import png
+from .results import finished, method_label, read_rows, row_key
+from .score import CONFIDENCE, Standing, references, standings
+from .submission import check_submissions, read_submission
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+_LINE_STYLES = ("-", "--", ":", "-.")  # the next ten lines once matplotlib's ten colours are used
+LEADING_METHODS = 6  # methods per track and budget whose mean step time per task the page lists
+_PLAIN = re.compile(r"[^`|\\\x00-\x1f\x7f-\x9f\u2028\u2029]*")  # text a code span shows as it is
+
+
+def read_leaderboard_rows(files: Sequence[str | os.PathLike]) -> list[dict[str, Any]]:
+    """The rows of every results file (each must exist and hold rows); a ResultsFormatError for a row key
+    (``results.row_key``) that two files hold, naming both."""
+    if not files:
+        raise ValueError("no results files given; name at least one")
+    seen: dict[tuple, str] = {}
+    rows = []
+    for path in files:
+        for row in read_rows(path, must_exist=True):
+            key = row_key(row)
+            if key in seen:
+                raise ResultsFormatError(f"{path}: the row of suite {key[0]!r}, task {key[1]!r}, method {key[2]!r}, "
+                                         f"seed {key[3]}, budget {key[4]} is in {seen[key]} too; give each row once")
+            seen[key] = str(path)
+            rows.append(row)
+    return rows
+
+
+def ships_with_project(label: str) -> bool:
+    """Whether method ``label`` is one of this repository's: a built-in method or preset (``problem.METHODS``,
+    ``problem.PRESETS``) or a callable of its ``agents`` package, with any arguments."""
+    name = label.split("@", 1)[0]
+    return name in METHODS or name in PRESETS or name.split(".", 1)[0] == "agents"
+
+
+def _code(text: str) -> str:
+    """``text`` as a Markdown code span, or escaped plain text where a code span would not show it as it is."""
+    return f"`{text}`" if _PLAIN.fullmatch(text) else markdown_text(text)
+
+
+def _score_cell(s: Standing) -> str:
+    if s.score is None:
+        missing = [f"{s.missing_tasks} task(s) missing ({s.missing_rows} task-seed rows)"] if s.missing_rows else []
+        missing += [f"{s.unreferenced} task(s) without a reference"] if s.unreferenced else []
+        return "no score: " + "; ".join(missing)
+    if s.interval is None:
+        return f"{s.score:.3f} (1 seed: no interval)"
+    return f"{s.score:.3f} [{s.interval[0]:.3f}, {s.interval[1]:.3f}]"
+
+
+def _declared_cell(label: str, declared: dict[str, dict[str, Any]]) -> str:
+    submission = declared.get(label)
+    if submission is None:
+        return "built in" if ships_with_project(label) else "not declared"
+    code = f"[code](<{submission['code']}>)" if submission["code"] else "no public code"
+    return (f"{markdown_text(submission['name'])}: {'open source' if submission['open_source'] else 'closed'} / "
+            f"{'deterministic' if submission['deterministic'] else 'nondeterministic'} / {code}")
+
+
+def _to_beat_cell(s: Standing) -> str:
+    if s.budget == 0:
+        return "-"
+    return "never" if s.to_beat is None else f"{s.to_beat:,.0f} ({s.beat} of {s.rows} rows)"
+
+
+def _submissions_section(declared: dict[str, dict[str, Any]]) -> list[str]:
+    submissions = list({id(s): s for s in declared.values()}.values())
+    if not submissions:
+        return []
+    header = ["submission", "methods", "authors", "code", "open source", "deterministic", "hardware", "wall time",
+              "date", "description"]
+    lines = ["## Submissions", "", markdown_row(header), "|" + "---|" * len(header)]
+    for s in submissions:
+        cells = [markdown_text(s["name"]), ", ".join(_code(m) for m in s["methods"]), markdown_text(s["authors"]),
+                 f"<{s['code']}>" if s["code"] else "-", "yes" if s["open_source"] else "no",
+                 "yes" if s["deterministic"] else "no",
+                 *(markdown_text(s[k]) for k in ("hardware", "wall_time", "date", "description"))]
+        lines.append("| " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
+def leaderboard_markdown(table: Sequence[Standing], refs: dict[tuple[str, str], float],
+                         declared: dict[str, dict[str, Any]] | None = None, *, sources: Sequence[str] = ()) -> str:
+    """The page: per track its plot, then per budget the methods by score and the leading methods' mean step
+    time per task beside the task's reference (``refs``: ``score.references``); ``declared``: label -> its
+    submission's fields (``submission.check_submissions``)."""
+    declared = declared or {}
+    lines = ["# Leaderboard", "",
+             "Score: per seed, the geometric mean over the track's tasks of the task's reference step time (the best "
+             "built-in zero-budget heuristic's) over the method's; a failed placement counts as a "
+             f"{DEFAULT_FAILING_SIGNAL_S:g} s step. The score is the mean over seeds with its {CONFIDENCE:.0%} "
+             "interval (Student t). Above 1 beats the reference on the tasks' geometric mean.", ""]
+    if sources:
+        lines += ["Made by `placement-env leaderboard` from " + ", ".join(_code(str(s)) for s in sources) + ".", ""]
+    lines += _submissions_section(declared)
+    sections: dict[str, dict[int, list[Standing]]] = defaultdict(lambda: defaultdict(list))
+    for s in table:
+        sections[s.suite][s.budget].append(s)
+    plots = plot_names(list(sections))
+    header = ["#", "method", f"score [{CONFIDENCE:.0%} interval]", "seeds", "failures",
+              "evaluations to beat the reference (median; rows that did)", "wall s per row (total)",
+              "open source / deterministic / code"]
+    for suite, budgets in sections.items():
+        lines += [f"## {_code(suite)}", "", f"![score against budget, {markdown_text(suite)}]({plots[suite]})", ""]
+        for budget, members in budgets.items():
+            lines += [f"### {_code(suite)}, budget {budget:,}", "", "| " + " | ".join(header) + " |",
+                      "|" + "---|" * len(header)]
+            for rank, s in enumerate(members, 1):
+                cells = [str(rank) if s.score is not None else "-", _code(s.method), _score_cell(s), str(len(s.seeds)),
+                         str(s.failures), _to_beat_cell(s), f"{s.wall_s:.3g} ({s.wall_total_s:.3g})",
+                         _declared_cell(s.method, declared)]
+                lines.append("| " + " | ".join(cells) + " |")
+            lines += ["", *_task_table(suite, members, refs), ""]
+    return "\n".join(lines)
+
+
+def _task_table(suite: str, members: Sequence[Standing], refs: dict[tuple[str, str], float]) -> list[str]:
+    leading = [s for s in members if s.score is not None][:LEADING_METHODS]
+    if not leading:
+        return []
+    tasks = sorted({task for s in leading for task in s.task_means})
+    lines = [f"Mean step time per task (s; a failure counts {DEFAULT_FAILING_SIGNAL_S:g}), the leading methods:", "",
+             "| task | reference | " + " | ".join(_code(s.method) for s in leading) + " |",
+             "|---|---|" + "---|" * len(leading)]
+    for task in tasks:
+        reference = refs.get((suite, task))
+        cells = [_code(task), "-" if reference is None else f"{reference:.4g}",
+                 *(f"{s.task_means[task]:.4g}" if task in s.task_means else "-" for s in leading)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+CSV_COLUMNS = ("suite", "budget", "method", "score", "low", "high", "seeds", "missing_tasks", "missing_rows",
+               "unreferenced_tasks", "rows", "failures", "wall_s_mean", "wall_s_total", "evaluations_to_beat_reference",
+               "rows_that_beat_reference", "submission", "open_source", "deterministic", "code")
+
+
+def leaderboard_csv(table: Sequence[Standing], declared: dict[str, dict[str, Any]] | None = None) -> str:
+    """A line per track, budget and method (``CSV_COLUMNS``); empty cells where there is no value."""
+    declared = declared or {}
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for s in table:
+        low, high = s.interval or (None, None)
+        sub = declared.get(s.method)
+        origin = ("built in" if ships_with_project(s.method) else "not declared", None, None, None) if sub is None \
+            else (sub["name"], sub["open_source"], sub["deterministic"], sub["code"])
+        writer.writerow([s.suite, s.budget, s.method, s.score, low, high, len(s.seeds), s.missing_tasks, s.missing_rows,
+                         s.unreferenced, s.rows, s.failures, round(s.wall_s, 6), round(s.wall_total_s, 6), s.to_beat,
+                         s.beat, *origin])
+    return out.getvalue()
+
+
+def plot_names(suites: Sequence[str]) -> dict[str, str]:
+    """suite -> the file name of its plot beside the page: the name with ``/`` as ``_`` made a file name
+    (``output_paths.file_name_part``), or, where two suites would share that, the name itself made one (which
+    differs for every suite)."""
+    readable = {suite: f"{file_name_part(suite.replace('/', '_'))}.png" for suite in suites}
+    counts = Counter(readable.values())
+    return {suite: name if counts[name] == 1 else f"{file_name_part(suite)}.png" for suite, name in readable.items()}
+
+
+def score_figure(table: Sequence[Standing], suite: str) -> Figure:
+    """Score against budget (log x; budget 0 drawn at 1) on ``suite``, a line with interval bars per method
+    scored at a positive budget; methods scored only at budget 0 are grey points with their names."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(8, 5), dpi=120)
+    FigureCanvasAgg(figure)
+    axis = figure.add_subplot(1, 1, 1)
+    by_method: dict[str, list[Standing]] = defaultdict(list)
+    for s in table:
+        if s.suite == suite and s.score is not None:
+            by_method[s.method].append(s)
+    budgets = sorted({s.budget for s in table if s.suite == suite} | {0})
+    lines = 0
+    for method, members in sorted(by_method.items()):
+        members.sort(key=lambda s: s.budget)
+        y = [s.score for s in members]
+        if all(s.budget == 0 for s in members):
+            axis.plot([1], y, marker="s", ms=3, color="grey")
+            axis.annotate(plot_text(method), (1.15, y[0]), fontsize=6, color="grey", va="center")
+            continue
+        err = [[s.score - (s.interval or (s.score, s.score))[0] for s in members],
+               [(s.interval or (s.score, s.score))[1] - s.score for s in members]]
+        axis.errorbar([max(s.budget, 1) for s in members], y, yerr=err, marker="o", ms=3, capsize=2,
+                      linestyle=_LINE_STYLES[lines // 10 % len(_LINE_STYLES)], label=plot_text(method))
+        lines += 1
+    axis.set_xscale("log")
+    axis.set_xlim(0.8, max(budgets[-1], 10) * 1.5)
+    axis.set_xticks([max(b, 1) for b in budgets], [f"{b:,}" for b in budgets])
+    axis.axhline(1.0, color="black", lw=1)
+    axis.set_xlabel("budget (runtime evaluations; methods scored only at 0 in grey)")
+    axis.set_ylabel("score (reference / step time, geometric mean)")
+    axis.set_title(plot_text(suite))
+    if axis.get_legend_handles_labels()[0]:
+        axis.legend(fontsize=6, loc="lower right")
+    figure.tight_layout()
+    return figure
+
+
+def write_leaderboard(files: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *,
+                      submissions: Sequence[str | os.PathLike] = ()) -> Path:
+    """Score the results ``files`` and write ``leaderboard.md``, ``leaderboard.csv`` and ``<track>.png`` per track
+    under ``out_dir`` (made if missing), with the declared fields of ``submissions`` (JSON files,
+    ``submission.read_submission``) beside the methods they name; returns the page's path. Every input is read
+    and checked before anything is written."""
+    out_dir = check_output_folder(out_dir, "out_dir")
+    rows = read_leaderboard_rows(files)
+    declared = check_submissions([read_submission(path) for path in submissions], {method_label(r) for r in rows})
+    table = standings(rows)
+    refs = references([row for row in rows if finished(row)])
+    page = leaderboard_markdown(table, refs, declared, sources=[str(path) for path in files])
+    with OutputFolder(out_dir) as out:
+        for suite, name in plot_names(list(dict.fromkeys(s.suite for s in table))).items():
+            out.write(name, png(score_figure(table, suite)))
+        out.write("leaderboard.csv", leaderboard_csv(table, declared).encode("utf-8"))
+        return out.write("leaderboard.md", page.encode("utf-8"))
+

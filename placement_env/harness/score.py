@@ -1,0 +1,184 @@
+"""Scores per track and budget: pure functions over results rows.
+
+The score of a method (a label with its arguments, ``results.method_label``) on a track (a suite) at a budget is,
+per seed, the geometric mean over the track's tasks of the task's reference step time over the method's step
+time; a placement that failed (out of memory, say, or a method that raised) is charged the failing signal
+(``DEFAULT_FAILING_SIGNAL_S``) as its step time. The score is the mean over seeds with a 95% confidence interval
+(Student t over the per-seed scores; none for one seed). Above 1 beats the reference.
+
+The reference of a task is the step time of the best built-in zero-budget heuristic (``REFERENCE_HEURISTICS``,
+not every method that spends no evaluation: a learned placer used zero-shot spends none too). On a track of a
+versioned benchmark it is the one frozen in the benchmark's file where the file has one (every simulated task), so
+every results file is scored against the same number; otherwise it is the best, over the heuristics the track
+names (the frozen file's list, else ``REFERENCE_HEURISTICS``), of a heuristic's mean successful step time over its
+zero-evaluation rows without arguments. A method that lacks a row for some task and seed at a budget, or a track
+with a task that has no reference, gets no score, and the counts of what is missing instead.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from ..env.rewards import DEFAULT_FAILING_SIGNAL_S
+from ..problem import ZERO_BUDGET_HEURISTICS
+from . import placebench
+from .leaderboard import evaluations_to_beat, in_key_order
+from .results import finished, method_label
+
+# The built-in methods that place a graph from its costs alone, spending no runtime evaluation: the single-device
+# placements, the graph partitioners, the list schedulers and the expert (as written today and as TF 1.x placed it).
+REFERENCE_HEURISTICS: tuple[str, ...] = ("single_cpu", "single_gpu", *ZERO_BUDGET_HEURISTICS, "expert_tf1")
+CONFIDENCE = 0.95
+
+
+@dataclass
+class Standing:
+    """One method on one track (``suite``) at one budget."""
+
+    suite: str
+    budget: int
+    method: str  # the label, with arguments
+    seeds: list[int]  # the seeds it has rows for
+    per_seed: list[float]  # the score of each seed that has every task (None-free, in seed order)
+    score: float | None  # mean of per_seed; None unless every seed has every task and every task a reference
+    interval: tuple[float, float] | None  # the 95% t interval of the mean; None for one seed or no score
+    missing_rows: int  # (task, seed) pairs without a row, over its seeds
+    missing_tasks: int  # tasks without a row for at least one of its seeds
+    unreferenced: int  # tasks of the track without a reference step time
+    rows: int
+    failures: int  # rows whose placement failed (charged the failing signal)
+    wall_s: float  # mean over rows
+    wall_total_s: float
+    to_beat: float | None  # median over rows that beat the reference of the evaluations it took them
+    beat: int  # rows that beat the reference
+    task_means: dict[str, float] = field(default_factory=dict)  # mean charged step time per task, over seeds
+
+
+def failed(row: dict[str, Any]) -> bool:
+    """Whether a row's placement has no usable step time (its method failed, or the placement did not run)."""
+    runtime = row["runtime_s"]
+    return not (row["ok"] and isinstance(runtime, (int, float)) and math.isfinite(runtime))
+
+
+def charged(row: dict[str, Any]) -> float:
+    """The step time a row is scored by: its runtime if it succeeded, else the failing signal."""
+    return DEFAULT_FAILING_SIGNAL_S if failed(row) else float(row["runtime_s"])
+
+
+def geometric_mean(values: Sequence[float]) -> float:
+    """The geometric mean of positive ``values`` (ValueError for none or a value that is not positive)."""
+    if not values or min(values) <= 0:
+        raise ValueError(f"geometric mean of {list(values)!r}: expected one or more positive numbers")
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+    """The ``confidence`` interval of the mean of ``values`` by Student's t (n - 1 degrees of freedom); None for
+    fewer than two values, whose spread is unknown."""
+    if len(values) < 2:
+        return None
+    from scipy.stats import t
+
+    mean = float(np.mean(values))
+    half = float(t.ppf(0.5 + confidence / 2, len(values) - 1)) * float(np.std(values, ddof=1)) / math.sqrt(len(values))
+    return mean - half, mean + half
+
+
+def reference_heuristics(suite: str) -> tuple[str, ...]:
+    """The heuristics whose best is a task's reference on ``suite``: those its benchmark version froze the
+    references with, or ``REFERENCE_HEURISTICS`` for a suite that is not a benchmark's track."""
+    benchmark = placebench.benchmark_of_suite(suite)
+    return tuple(benchmark.data["heuristics"]) if benchmark is not None else REFERENCE_HEURISTICS
+
+
+def references(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, str], float]:
+    """(suite, task) -> the task's reference step time (see the module docstring); a task none of whose
+    reference heuristics succeeded has none."""
+    times: dict[tuple[str, str, str], list[float]] = defaultdict(list)
+    for row in rows:
+        if (row["method"] in reference_heuristics(row["suite"]) and not row.get("method_args")
+                and row["evaluations"] == 0 and not failed(row)):
+            times[(row["suite"], row["task"], row["method"])].append(float(row["runtime_s"]))
+    out: dict[tuple[str, str], float] = {}
+    for (suite, task, _), runtimes in times.items():
+        out[(suite, task)] = min(out.get((suite, task), math.inf), float(np.mean(runtimes)))
+    for suite, task in {key[:2] for key in times} | {(row["suite"], row["task"]) for row in rows}:
+        frozen = _frozen_reference(suite, task)
+        if frozen is not None:
+            out[(suite, task)] = frozen
+    return out
+
+
+def _frozen_reference(suite: str, task: str) -> float | None:
+    benchmark = placebench.benchmark_of_suite(suite)
+    if benchmark is None:
+        return None
+    try:
+        frozen = benchmark.task_facts(suite.split("/", 1)[1], task).get("reference_s")
+    except KeyError:  # a validation suite's name, or a task the track does not have
+        return None
+    return None if frozen is None else float(frozen)
+
+
+def track_tasks(rows: Iterable[dict[str, Any]]) -> dict[str, set[str]]:
+    """suite -> the tasks a method is scored on: a benchmark track's frozen tasks, whatever the rows hold; for
+    another suite, every task any row of it has."""
+    tasks: dict[str, set[str]] = defaultdict(set)
+    for row in rows:
+        tasks[row["suite"]].add(row["task"])
+    for suite in tasks:
+        if placebench.benchmark_of_suite(suite) is not None:
+            tasks[suite] = {task.name for task in placebench.suite_tasks(suite)}
+    return dict(tasks)
+
+
+def standings(rows: Iterable[dict[str, Any]]) -> list[Standing]:
+    """A Standing per (suite, budget, method label) of the finished rows (``results.finished``), ordered by suite
+    (``suite_order``) and budget, then best score first (methods without a score last, by label)."""
+    done = [row for row in in_key_order(list(rows)) if finished(row)]
+    refs = references(done)
+    tasks_of = track_tasks(done)
+    groups: dict[tuple[str, int, str], list[dict[str, Any]]] = defaultdict(list)
+    for row in done:
+        groups[(row["suite"], row["budget"], method_label(row))].append(row)
+    out = []
+    for (suite, budget, label), members in groups.items():
+        by_seed: dict[int, dict[str, dict[str, Any]]] = defaultdict(dict)
+        for row in members:
+            by_seed[row["seed"]][row["task"]] = row
+        tasks = sorted(tasks_of[suite])
+        unreferenced = sum((suite, task) not in refs for task in tasks)
+        absent = [[task for task in tasks if task not in by_seed[seed]] for seed in sorted(by_seed)]
+        per_seed = [geometric_mean([refs[(suite, task)] / charged(by_seed[seed][task]) for task in tasks])
+                    for seed, lacking in zip(sorted(by_seed), absent) if not lacking and not unreferenced]
+        complete = len(per_seed) == len(by_seed)
+        beats = [n for n in (evaluations_to_beat(row, refs.get((suite, row["task"]))) for row in members)
+                 if n is not None]
+        walls = [float(row["wall_s"]) for row in members]
+        out.append(Standing(
+            suite, budget, label, sorted(by_seed), per_seed,
+            score=float(np.mean(per_seed)) if complete else None,
+            interval=t_interval(per_seed) if complete else None,
+            missing_rows=sum(map(len, absent)), missing_tasks=len({task for lacking in absent for task in lacking}),
+            unreferenced=unreferenced, rows=len(members), failures=sum(map(failed, members)),
+            wall_s=float(np.mean(walls)), wall_total_s=float(sum(walls)),
+            to_beat=float(np.median(beats)) if beats else None, beat=len(beats),
+            task_means={task: float(np.mean([charged(by_seed[s][task]) for s in by_seed if task in by_seed[s]]))
+                        for task in tasks if any(task in by_seed[s] for s in by_seed)}))
+    out.sort(key=lambda s: (suite_order(s.suite), s.budget, s.score is None, -(s.score or 0.0), s.method))
+    return out
+
+
+def suite_order(suite: str) -> tuple:
+    """The sort key of a suite: a benchmark's tracks first, in the order its file lists them, then other suites by
+    name."""
+    benchmark = placebench.benchmark_of_suite(suite)
+    if benchmark is None:
+        return (1, suite, 0)
+    track = suite.split("/", 1)[1]
+    order = list(benchmark.tracks)
+    return (0, benchmark.name, order.index(track) if track in order else len(order), track)
