@@ -27,13 +27,12 @@ import sys
 from datetime import date
 
 from placement_env.harness import placebench
-from placement_env.problem import ZERO_BUDGET_HEURISTICS
+from placement_env.harness.score import REFERENCE_HEURISTICS
 
 NAME = "placebench-v1"
 SEEDS = [0, 1, 2]
 SIM_BUDGETS = [0, 100, 1000, 10000]
-# The reference of a task: the best of these at zero budget (a score divides by it).
-HEURISTICS = ("single_cpu", "single_gpu", *ZERO_BUDGET_HEURISTICS, "expert_tf1")
+HEURISTICS = REFERENCE_HEURISTICS  # the reference of a task: the best of these at zero budget (a score divides by it)
 
 
 def _tasks(models: list[tuple[str, str]], clusters: list[str], runtime: str = "sim") -> list[dict]:
