@@ -316,7 +316,7 @@ def test_training_improves_over_random(tmp_path):
     rng = np.random.default_rng(0)
     random = np.array([[rng.choice(np.flatnonzero(row)) for row in allowed] for _ in range(64)])
     random_mean = np.mean([m.runtime_s if m.ok else 100.0 for m in evaluator.batch(random)])
-    result = train("rnnlm-tiny", budget=16 * 30, samples=16, out_dir=tmp_path, progress=False,
+    result = train("rnnlm-tiny", "paper-2gpu", budget=16 * 30, samples=16, out_dir=tmp_path, progress=False,
                    config=Config(hidden=64, lr=3e-3))
     assert result.evaluations == 480 and result.updates == 30
     last = np.mean([row["mean_runtime_s"] for row in result.history[-5:]])
@@ -547,7 +547,7 @@ def test_warm_start_starts_from_the_baseline(method, tmp_path):
         if m.ok:
             runtimes[name] = m.runtime_s
     config = Config(warm_start=method, lr=1e-4)
-    result = train("rnnlm-tiny", budget=len(runtimes) + 16, samples=8, out_dir=tmp_path, progress=False,
+    result = train("rnnlm-tiny", "paper-2gpu", budget=len(runtimes) + 16, samples=8, out_dir=tmp_path, progress=False,
                    config=config)
     assert result.best_runtime_s <= min(runtimes.values()) + 1e-12
     state = load_checkpoint(tmp_path / CHECKPOINT)
