@@ -182,7 +182,7 @@ def test_other_fields_out_of_range_are_refused(run, tmp_path, change, field):
 @pytest.mark.parametrize("change, message", [
     (setter("format", torch.tensor([])), "has checkpoint format a float32 tensor of shape (0,)"),
     (lambda state: state["meta"].__setitem__("benchmark", torch.zeros(2, 1)),
-     "belongs to benchmark=a float32 tensor of shape (2, 1) cluster='paper-2gpu'"),
+     "belongs to benchmark=a float32 tensor of shape (2, 1) cluster='k80-2gpu'"),
     (setter("meta", "rnnlm-tiny"), "belongs to meta='rnnlm-tiny', not benchmark='rnnlm-tiny'"),
 ])
 def test_a_tampered_format_or_task_is_refused_in_one_line(run, tmp_path, change, message):
@@ -272,7 +272,7 @@ def _better_placement(run: pathlib.Path) -> tuple[list[int], float]:
     """A placement faster than the checkpoint's best, and its simulated runtime: the best with one group moved."""
     import placement_env as pe
 
-    graph, cluster = pe.load_benchmark(BENCHMARK), pe.load_cluster("paper-2gpu")
+    graph, cluster = pe.load_benchmark(BENCHMARK), pe.load_cluster("k80-2gpu")
     best = torch.load(run / CHECKPOINT, weights_only=True)["best_placement"]
     recorded = json.loads((run / BEST_JSON).read_text())["runtime_s"]
     for group in range(graph.n_groups):
