@@ -240,17 +240,9 @@ def test_a_local_ray_instance_gives_the_serial_rows_and_is_shut_down(serial, tmp
 def inside(folder: Path, temp_dir: Path) -> dict:
     """In private network and PID namespaces: a head and a second node (``ray start``, token authentication on),
     ``placement-env run --ray-address`` against them, then ``ray stop``."""
-    import secrets
+    from test_ray_cluster import _processes, _ray, _raylets, _reap, start_two_loopback_nodes
 
-    from placement_env.runtime.local_driver import bring_loopback_up
-    from test_ray_cluster import NODE_OPTIONS, _processes, _ray, _raylets, _reap
-
-    bring_loopback_up()
-    env = dict(os.environ, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
-    _ray("start", "--head", "--port=0", "--node-ip-address=127.0.0.1", f"--temp-dir={temp_dir}",
-         "--include-dashboard=false", *NODE_OPTIONS, env=env)
-    address = (temp_dir / "ray_current_cluster").read_text().strip()
-    _ray("start", f"--address={address}", *NODE_OPTIONS, env=env)
+    address, env = start_two_loopback_nodes(temp_dir)
     cli = subprocess.run([sys.executable, "-m", "placement_env", "run", "--suite", "tiny", "--methods", *METHODS,
                           "--budget", str(BUDGET), "--seeds", *map(str, SEEDS), "--ray-address", address,
                           "-o", str(folder / "ray.jsonl")],

@@ -80,9 +80,10 @@ def _reap() -> None:
         pass
 
 
-def inside(folder: Path, temp_dir: Path) -> dict:
+def start_two_loopback_nodes(temp_dir: Path) -> tuple[str, dict]:
+    """``ray start`` a head and a second node on 127.0.0.1 with a fresh auth token; their address and the
+    environment that reaches them (``ray stop`` with it ends them)."""
     from placement_env.runtime.local_driver import bring_loopback_up
-    from socket_helpers import listening_sockets
 
     bring_loopback_up()
     env = dict(os.environ, RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=secrets.token_hex(32))
@@ -90,6 +91,13 @@ def inside(folder: Path, temp_dir: Path) -> dict:
          "--include-dashboard=false", *NODE_OPTIONS, env=env)
     address = (temp_dir / "ray_current_cluster").read_text().strip()
     _ray("start", f"--address={address}", *NODE_OPTIONS, env=env)
+    return address, env
+
+
+def inside(folder: Path, temp_dir: Path) -> dict:
+    from socket_helpers import listening_sockets
+
+    address, env = start_two_loopback_nodes(temp_dir)
     sockets = set()
     cli = subprocess.Popen(
         [sys.executable, "-m", "agents.reinforce_seq2seq", "--benchmark", "rnnlm-tiny", "--cluster", "paper-2gpu",
