@@ -33,6 +33,7 @@ NUMBER_FLAGS: dict[str, tuple[tuple[str, str, dict, str], ...]] = {
             ("workers", "--workers", {"integer": True, "minimum": 1}, " (worker processes, or Ray actors)")),
     "validate": (("tolerance", "--tolerance", {}, " (relative: 0.2 is 20%)"),
                  ("row_timeout", "--row-timeout", {"above": True}, " (seconds)")),
+    "bound": (("time_limit", "--time-limit", {"above": True}, " (solver seconds per task)"),),
 }
 NUMBER_FLAGS["linkbench"] = (("megabytes", "--megabytes", {"above": True, "maximum": 1e5}, " (MB per tensor)"),
                              ("workers", "--workers", {"integer": True, "minimum": 2}, " (a sender and a receiver)"),
@@ -103,6 +104,17 @@ def main(argv: list[str] | None = None) -> int:
     board.add_argument("-o", "--out-dir", default="leaderboard", help="where the page goes (default: %(default)s)")
     board.add_argument("--submission", nargs="+", default=[], metavar="JSON",
                        help="declared fields of submitted methods (docs/submitting.md), shown beside them")
+    board.add_argument("--bounds", nargs="+", default=[], metavar="FILE",
+                       help="lower bounds per task (placement-env bound): each method's gap to them")
+    report.add_argument("--bounds", nargs="+", default=[], metavar="FILE",
+                        help="lower bounds per task (placement-env bound) in place of the rows' classic one")
+    lower = commands.add_parser("bound", help="a lower bound per task of a suite that no successful simulated "
+                                "placement beats, into a bounds file")
+    lower.add_argument("--suite", required=True, help="a suite name, a placebench track or a suite file")
+    lower.add_argument("-o", "--out", required=True, help="bounds file (JSON lines; tasks already there are skipped)")
+    lower.add_argument("--method", default="windows", choices=["classic", "windows", "cp_sat"],
+                       help="the bound (default: %(default)s; docs/optimality.md)")
+    lower.add_argument("--time-limit", type=float, default=60.0, help="solver seconds per task (default: %(default)s)")
     bench = commands.add_parser("placebench", help="the versioned benchmark: its tracks, budgets, seeds, tasks and "
                                 "digest")
     bench.add_argument("version", nargs="?", default="placebench-v1", help="benchmark version (default: %(default)s)")
@@ -129,8 +141,10 @@ def main(argv: list[str] | None = None) -> int:
             from .harness.leaderboard_page import write_leaderboard
 
             page = write_leaderboard(args.results, check_output_folder(args.out_dir, "-o/--out-dir"),
-                                     submissions=args.submission)
+                                     submissions=args.submission, bounds=args.bounds)
             print(page.read_text())
+        elif args.command == "bound":
+            _bound(args)
         elif args.command in ("run", "validate", "report"):
             return _harness(args)
         else:
@@ -181,9 +195,23 @@ def _harness(args: argparse.Namespace) -> int:
         return 0
     if args.command == "validate":
         return _validate(args)
-    path = harness.write_report(args.results, check_output_folder(args.out_dir, "-o/--out-dir"))
+    path = harness.write_report(args.results, check_output_folder(args.out_dir, "-o/--out-dir"), bounds=args.bounds)
     print(path.read_text())
     return 0
+
+
+def _bound(args: argparse.Namespace) -> None:
+    """Append the bound of every simulated task of --suite to --out and print them."""
+    from .harness.bounds_file import write_bounds
+    from .harness.suite_file import run_settings
+
+    check_output_file(args.out, "-o/--out")
+    settings = run_settings(args.suite, ["single_gpu"], None, None)  # the suite's tasks (a suite file's too)
+    written = write_bounds(settings["suite"], args.out, method=args.method, time_limit_s=args.time_limit,
+                           tasks=settings.get("tasks"))
+    for row in written:
+        print(f"{row['task']}: {row['bound_s']} s ({row['status']}, {row['solver_s']:g} s; parts {row['parts']})")
+    print(f"{len(written)} new bounds in {args.out}")
 
 
 def _placebench(args: argparse.Namespace) -> int:

@@ -36,6 +36,7 @@ __all__ = [
     "CheckpointFieldError",
     "OutputPathError",
     "LinkRunsError",
+    "SolverError",
 ]
 
 
@@ -221,3 +222,8 @@ class CheckpointFieldError(CheckpointMismatchError):
     def __init__(self, message: str, field: str = "") -> None:
         super().__init__(message)
         self.field = field
+
+
+class SolverError(PlacementEnvError, RuntimeError):
+    """The exact solver's process crashed, overran its time limit or wrote no result (the caller's process and
+    everything it holds are untouched)."""

@@ -20,7 +20,7 @@ import numpy as np
 
 from .benchmarks import load_benchmark
 from .cluster import Cluster, load_cluster
-from .cluster.checks import bad_argument, check_bool
+from .cluster.checks import bad_argument, check_bool, check_number
 from .costs import OpCosts, analytical_costs
 from .costs import lower_bound as _lower_bound
 from .derived import DERIVED
@@ -208,9 +208,40 @@ def evaluate(graph: Any, cluster: Any, placement: Any, runtime: str = "sim", *, 
     return _shared_measured_runtime(cluster).measure(graph, placement)
 
 
-def lower_bound(graph: Any, cluster: Any, costs: Any = None) -> float:
-    """A lower bound on the step time of any placement: max(critical path at each op's fastest
-    device, work bound over the devices); memory and communication are ignored."""
+LOWER_BOUNDS = ("classic", "windows", "cp_sat")
+
+
+def bound(graph: Any, cluster: Any, costs: Any = None, *, method: str = "windows", time_limit_s: float = 60.0) -> Any:
+    """A lower bound on the simulated step time of every successful placement, with how it was found (a
+    :class:`~placement_env.exact.bounds.Bound`: ``value_s``, its ``parts``, the solver's status and seconds).
+
+    ``method``: ``"classic"`` (the critical path at each op's fastest device and the work bound; instant),
+    ``"windows"`` (also each device's one-machine windows over every assignment of groups, a mixed-integer program
+    solved with HiGHS; seconds), ``"cp_sat"`` (also CP-SAT's proven bound on the relaxed model of placement and
+    schedule, :mod:`placement_env.exact`; the solver's whole ``time_limit_s``). ``docs/optimality.md`` derives
+    each; all hold for the simulated runtime only.
+    """
+    from .exact.bounds import Bound, window_bound
+    from .exact.solve import relaxation_bound
     graph, cluster = _graph(graph), load_cluster(cluster)
-    return _lower_bound(graph, cluster, costs_for(graph, cluster) if costs is None else
-                        _check_costs(graph, cluster, costs))
+    costs = costs_for(graph, cluster) if costs is None else _check_costs(graph, cluster, costs)
+    if not isinstance(method, str) or method not in LOWER_BOUNDS:
+        raise bad_argument("method", method, f"one of {', '.join(map(repr, LOWER_BOUNDS))}")
+    time_limit_s = check_number(time_limit_s, "time_limit_s", 0, low_open=True, error=bad_argument,
+                                rule="solver seconds > 0")
+    if method == "classic":
+        value = _lower_bound(graph, cluster, costs)
+        return Bound(value, {"classic": value}, "optimal", 0, 0.0)
+    if method == "windows":
+        return window_bound(graph, cluster, costs, time_limit_s=time_limit_s)
+    classic = _lower_bound(graph, cluster, costs)
+    value, result = relaxation_bound(graph, cluster, costs, time_limit_s=time_limit_s)
+    return Bound(max(classic, value), {"classic": classic, "cp_sat": value}, result.status.lower(), 0, result.solver_s)
+
+
+def lower_bound(graph: Any, cluster: Any, costs: Any = None, *, method: str = "classic",
+                time_limit_s: float = 60.0) -> float:
+    """A lower bound on the simulated step time of every successful placement: ``bound(...).value_s``. The default
+    ``"classic"``: max(critical path at each op's fastest device, work bound over the devices), memory and
+    communication ignored; ``"windows"`` and ``"cp_sat"`` are tighter and take solver time (see :func:`bound`)."""
+    return bound(graph, cluster, costs, method=method, time_limit_s=time_limit_s).value_s

@@ -62,6 +62,7 @@ METHODS: dict[str, str] = {
     "simulated_annealing": "baselines.local_search:simulated_annealing",
     "cross_entropy": "baselines.population_search:cross_entropy",
     "brkga": "baselines.population_search:brkga",
+    "cp_sat": "baselines.exact:cp_sat",
 }
 
 # The built-in methods that spend no runtime evaluation (they read the graph and the cost model):
@@ -93,6 +94,8 @@ class Problem:
     # time the best improves; ``solve`` restarts the clock when it hands the problem to a method.
     improvements: list[tuple[int, float, float]] = field(default_factory=list)
     started: float = field(default_factory=time.perf_counter)
+    # What the method reports of its own work (``record``), kept in its results row as ``method_info``.
+    info: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def make(cls, graph: OpGraph, cluster: Cluster, *, runtime: str = "sim", benchmark: str = "",
@@ -174,6 +177,15 @@ class Problem:
             self._record(m)
         return measurements
 
+    def record(self, **values: Any) -> None:
+        """Keep facts of the method's own work in its results row (``method_info``): a number, string, bool or
+        None per name, e.g. a solver's makespan and proven bound; a MethodArgumentError for anything else."""
+        for key, value in values.items():
+            if not (value is None or isinstance(value, (bool, str)) or
+                    (isinstance(value, numbers.Real) and math.isfinite(float(value)))):
+                raise MethodArgumentError(f"record({key}={value!r}): expected a finite number, a str, a bool or None")
+            self.info[key] = value.item() if isinstance(value, np.generic) else value
+
     def _record(self, m: Measurement) -> None:
         if m.ok and (self.best is None or m.runtime_s < self.best.runtime_s):
             self.best = m
@@ -231,6 +243,7 @@ class Solution:
     evaluations: int
     wall_s: float
     improvements: tuple[tuple[int, float, float], ...] = ()  # see Problem.improvements
+    info: Mapping[str, Any] = field(default_factory=dict)  # see Problem.record
 
 
 Method = Callable[[Problem], Any]
@@ -672,4 +685,4 @@ def solve(method: Method | str | MethodSpec, problem: Problem, name: str | None 
     wall = time.perf_counter() - start
     checked = check_placement(problem.graph, problem.cluster, placement)
     return Solution(method=label, placement=np.array(checked), evaluations=problem.evaluations - spent_before,
-                    wall_s=wall, improvements=tuple(problem.improvements))
+                    wall_s=wall, improvements=tuple(problem.improvements), info=dict(problem.info))

@@ -90,7 +90,8 @@ def test_report_gives_the_agent_at_one_budget_and_names_the_baseline_it_is_compa
 def test_report_table_and_plots(results, tmp_path):
     path = harness.write_report(results, tmp_path / "report")
     text = path.read_text()
-    assert "| task | 1 CPU | 1 GPU | Random search | best agent | lower bound | agent vs best baseline |" in text
+    assert ("| task | 1 CPU | 1 GPU | Random search | best agent | lower bound | best found vs bound | agent vs best "
+            "baseline |") in text
     rows = [r for r in read_rows(results) if r["method"] == "thirdparty_agent:place" and r["task"] == "synthetic-tiny-2gpu"]
     mean = sum(r["runtime_s"] for r in rows) / 2
     assert f"{min(r['runtime_s'] for r in rows):.3g} (thirdparty_agent:place @ 10 evaluations); mean {mean:.3g} over 2 seeds" in text

@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("placement_env.costs",),
     ("placement_env.groupgraph",),
     ("placement_env.runtime",),
+    ("placement_env.exact",),
     ("placement_env.evaluation",),
     ("placement_env.parallel", "placement_env.calibration", "placement_env.render"),
     ("placement_env.env", "placement_env.problem"),

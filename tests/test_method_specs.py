@@ -128,7 +128,7 @@ def test_every_preset_is_its_method_with_its_arguments():
 def test_all_is_the_built_in_methods_then_their_presets():
     assert [str(spec) for spec in _method_specs(["all"])] == [
         "single_cpu", "single_gpu", "random_search", "expert", "scotch", "mincut", "metis", "heft", "m_topo", "m_etf",
-        "hill_climbing", "simulated_annealing", "cross_entropy", "brkga", "hill_climbing_warm",
+        "hill_climbing", "simulated_annealing", "cross_entropy", "brkga", "cp_sat", "hill_climbing_warm",
         "simulated_annealing_warm", "cross_entropy_warm", "brkga_warm", "expert_tf1"]
     assert [str(s) for s in _method_specs(["all", "thirdparty_agent:best_of@tries=2"])][-1] == \
         "thirdparty_agent:best_of@tries=2"

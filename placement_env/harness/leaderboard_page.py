@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import io
+import math
 import os
 import re
 from collections import Counter, defaultdict
@@ -22,6 +23,7 @@ from ..errors import ResultsFormatError
 from ..output_paths import OutputFolder, check_output_folder, file_name_part
 from ..problem import METHODS, PRESETS
 from ..render.table import markdown_row, markdown_text, plot_text
+from .bounds_file import bound_of, gap, read_bounds
 from .leaderboard import png
 from .results import finished, method_label, read_rows, row_key
 from .score import CONFIDENCE, Standing, references, standings
@@ -107,11 +109,14 @@ def _submissions_section(declared: dict[str, dict[str, Any]]) -> list[str]:
 
 
 def leaderboard_markdown(table: Sequence[Standing], refs: dict[tuple[str, str], float],
-                         declared: dict[str, dict[str, Any]] | None = None, *, sources: Sequence[str] = ()) -> str:
+                         declared: dict[str, dict[str, Any]] | None = None, *, sources: Sequence[str] = (),
+                         task_bounds: dict[tuple[str, str], float] | None = None) -> str:
     """The page: per track its plot, then per budget the methods by score and the leading methods' mean step
     time per task beside the task's reference (``refs``: ``score.references``); ``declared``: label -> its
-    submission's fields (``submission.check_submissions``)."""
+    submission's fields (``submission.check_submissions``); ``task_bounds``: (track, task) -> a lower bound on its
+    step time (``placement-env bound``), for each method's gap to it."""
     declared = declared or {}
+    task_bounds = task_bounds or {}
     lines = ["# Leaderboard", "",
              "Score: per seed, the geometric mean over the track's tasks of the task's reference step time (the best "
              "built-in zero-budget heuristic's) over the method's; a failed placement counts as a "
@@ -126,7 +131,8 @@ def leaderboard_markdown(table: Sequence[Standing], refs: dict[tuple[str, str], 
     plots = plot_names(list(sections))
     header = ["#", "method", f"score [{CONFIDENCE:.0%} interval]", "seeds", "failures",
               "evaluations to beat the reference (median; rows that did)", "wall s per row (total)",
-              "open source / deterministic / code"]
+              "open source / deterministic / code"] + (["gap to the bound (geometric mean over tasks)"]
+                                                       if task_bounds else [])
     for suite, budgets in sections.items():
         lines += [f"## {_code(suite)}", "", f"![score against budget, {markdown_text(suite)}]({plots[suite]})", ""]
         for budget, members in budgets.items():
@@ -136,23 +142,46 @@ def leaderboard_markdown(table: Sequence[Standing], refs: dict[tuple[str, str], 
                 cells = [str(rank) if s.score is not None else "-", _code(s.method), _score_cell(s), str(len(s.seeds)),
                          str(s.failures), _to_beat_cell(s), f"{s.wall_s:.3g} ({s.wall_total_s:.3g})",
                          _declared_cell(s.method, declared)]
+                if task_bounds:
+                    above = mean_gap(s, suite, task_bounds)
+                    cells.append("-" if above is None else f"+{above:.1%}")
                 lines.append("| " + " | ".join(cells) + " |")
-            lines += ["", *_task_table(suite, members, refs), ""]
+            lines += ["", *_task_table(suite, members, refs, task_bounds), ""]
     return "\n".join(lines)
 
 
-def _task_table(suite: str, members: Sequence[Standing], refs: dict[tuple[str, str], float]) -> list[str]:
+def mean_gap(standing: Standing, suite: str, task_bounds: dict[tuple[str, str], float]) -> float | None:
+    """The geometric mean over a standing's tasks of its mean step time over the task's bound, minus 1 (None
+    unless every task it has has a bound)."""
+    ratios = [mean / task_bounds[suite, task] for task, mean in standing.task_means.items()
+              if task_bounds.get((suite, task), 0) > 0]
+    if not ratios or len(ratios) < len(standing.task_means):
+        return None
+    return math.exp(sum(math.log(r) for r in ratios) / len(ratios)) - 1
+
+
+def _task_table(suite: str, members: Sequence[Standing], refs: dict[tuple[str, str], float],
+                task_bounds: dict[tuple[str, str], float]) -> list[str]:
     leading = [s for s in members if s.score is not None][:LEADING_METHODS]
     if not leading:
         return []
     tasks = sorted({task for s in leading for task in s.task_means})
-    lines = [f"Mean step time per task (s; a failure counts {DEFAULT_FAILING_SIGNAL_S:g}), the leading methods:", "",
-             "| task | reference | " + " | ".join(_code(s.method) for s in leading) + " |",
-             "|---|---|" + "---|" * len(leading)]
+    with_bounds = any((suite, task) in task_bounds for task in tasks)
+    lines = [f"Mean step time per task (s; a failure counts {DEFAULT_FAILING_SIGNAL_S:g}), the leading methods"
+             + (" (in brackets: how far above the task's lower bound)" if with_bounds else "") + ":", "",
+             "| task | reference | " + ("lower bound | " if with_bounds else "")
+             + " | ".join(_code(s.method) for s in leading) + " |",
+             "|---|---|" + ("---|" if with_bounds else "") + "---|" * len(leading)]
     for task in tasks:
         reference = refs.get((suite, task))
-        cells = [_code(task), "-" if reference is None else f"{reference:.4g}",
-                 *(f"{s.task_means[task]:.4g}" if task in s.task_means else "-" for s in leading)]
+        limit = task_bounds.get((suite, task))
+        cells = [_code(task), "-" if reference is None else f"{reference:.4g}"]
+        if with_bounds:
+            cells.append("-" if limit is None else f"{limit:.4g}")
+        for s in leading:
+            mean = s.task_means.get(task)
+            above = gap(mean, limit)
+            cells.append("-" if mean is None else f"{mean:.4g}" + ("" if above is None else f" (+{above:.0%})"))
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
@@ -229,17 +258,24 @@ def score_figure(table: Sequence[Standing], suite: str) -> Figure:
 
 
 def write_leaderboard(files: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *,
-                      submissions: Sequence[str | os.PathLike] = ()) -> Path:
+                      submissions: Sequence[str | os.PathLike] = (), bounds: Sequence[str | os.PathLike] = ()) -> Path:
     """Score the results ``files`` and write ``leaderboard.md``, ``leaderboard.csv`` and ``<track>.png`` per track
     under ``out_dir`` (made if missing), with the declared fields of ``submissions`` (JSON files,
-    ``submission.read_submission``) beside the methods they name; returns the page's path. Every input is read
-    and checked before anything is written."""
+    ``submission.read_submission``) beside the methods they name and each method's gap to the lower bounds of
+    ``bounds`` (``placement-env bound`` files); returns the page's path. Every input is read and checked before
+    anything is written."""
     out_dir = check_output_folder(out_dir, "out_dir")
     rows = read_leaderboard_rows(files)
     declared = check_submissions([read_submission(path) for path in submissions], {method_label(r) for r in rows})
     table = standings(rows)
     refs = references([row for row in rows if finished(row)])
-    page = leaderboard_markdown(table, refs, declared, sources=[str(path) for path in files])
+    tight = read_bounds(bounds)
+    task_bounds: dict[tuple[str, str], float] = {}
+    for row in rows:
+        found = bound_of(row, tight)
+        if found is not None:
+            task_bounds[row["suite"], row["task"]] = found
+    page = leaderboard_markdown(table, refs, declared, sources=[str(path) for path in files], task_bounds=task_bounds)
     with OutputFolder(out_dir) as out:
         for suite, name in plot_names(list(dict.fromkeys(s.suite for s in table))).items():
             out.write(name, png(score_figure(table, suite)))

@@ -2,7 +2,8 @@
 
 Rows are tasks (model x #GPUs); columns are the built-in baselines, the best learned / third-party
 method (any method that is not built in: ``BUILT_IN_METHODS``, with any arguments) at one budget, the
-lower bound, and that method's gain over the best baseline. A baseline's cell is its best successful
+lower bound (the rows' own, or a tighter one from a bounds file), the best placement's distance above it, and that
+method's gain over the best baseline. A baseline's cell is its best successful
 runtime over seeds and budgets, or why it failed; the agent's cell names its budget (when it spent
 evaluations) and gives its mean over the seeds run at that budget when there were more than one. A
 method is labelled with its arguments (``results.method_label``: ``name@key=value,...``), so two
@@ -13,7 +14,7 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -23,6 +24,7 @@ from ..evaluation import Evaluator
 from ..output_paths import OutputFolder, file_name_part
 from ..problem import BUILT_IN_METHODS
 from ..render.table import markdown_row, markdown_text, plot_text
+from .bounds_file import bound_of, gap, read_bounds
 from .leaderboard import anytime_figure, in_key_order, leaderboard_table, png, searches
 from .results import method_label, read_rows
 
@@ -50,10 +52,11 @@ def _cell(row: dict[str, Any] | None) -> str:
     return _FAILURE_LABELS.get(row["failure"], row["failure"] or "failed")
 
 
-def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def summarise(rows: list[dict[str, Any]], bounds: dict | None = None) -> dict[str, Any]:
     """{task: {"best": best row per method label, "agent": best non-baseline row, "agent_runtimes": the successful
     runtimes over seeds of that method at that row's budget, ...}}, tasks and methods in key order
-    (``leaderboard.in_key_order``), whatever the file's row order."""
+    (``leaderboard.in_key_order``), whatever the file's row order. ``lower_bound_s``: the rows' classic bound, or a
+    tighter one of ``bounds`` (``bounds_file.read_bounds``) for the task's graph and cluster."""
     builtin = set(BUILT_IN_METHODS)  # every built-in method (with any arguments) is a baseline; the rest agents
     tasks: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for row in in_key_order(rows):
@@ -72,7 +75,9 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "agent_runtimes": [] if agent is None else [r["runtime_s"] for r in by_method[method_label(agent)]
                                                         if r["ok"] and r.get("budget") == agent.get("budget")],
             "best_baseline": min(baselines, key=lambda r: r["runtime_s"]) if baselines else None,
-            "lower_bound_s": any_row["lower_bound_s"], "cluster": any_row["cluster"], "benchmark": any_row["benchmark"],
+            "lower_bound_s": max(any_row["lower_bound_s"], bound_of(any_row, bounds or {}) or 0.0),
+            "best_s": min((r["runtime_s"] for r in found), default=None),
+            "cluster": any_row["cluster"], "benchmark": any_row["benchmark"],
         }
     return summary
 
@@ -83,12 +88,14 @@ def _at_budget(row: dict[str, Any]) -> str:
     return f" @ {budget:,} evaluations" if searches(row) and isinstance(budget, int) else ""
 
 
-def markdown_table(rows: list[dict[str, Any]]) -> str:
-    """The paper-style comparison table as markdown."""
-    summary = summarise(rows)
+def markdown_table(rows: list[dict[str, Any]], bounds: dict | None = None) -> str:
+    """The paper-style comparison table as markdown; ``bounds`` (``bounds_file.read_bounds``): tighter lower bounds
+    than the rows' own, where the file has the task's."""
+    summary = summarise(rows, bounds)
     present = {method_label(row) for row in rows}
     columns = [(m, label) for m, label in BASELINE_COLUMNS if m in present]
-    header = ["task", *(label for _, label in columns), "best agent", "lower bound", "agent vs best baseline"]
+    header = ["task", *(label for _, label in columns), "best agent", "lower bound", "best found vs bound",
+              "agent vs best baseline"]
     lines = [markdown_row(header), "|" + "---|" * len(header)]
     for task, info in summary.items():
         agent, baseline = info["agent"], info["best_baseline"]
@@ -99,8 +106,9 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
         agent_cell = "-" if agent is None else f"{agent['runtime_s']:.3g} ({method_label(agent)}{_at_budget(agent)})"
         if len(info["agent_runtimes"]) > 1:
             agent_cell += f"; mean {np.mean(info['agent_runtimes']):.3g} over {len(info['agent_runtimes'])} seeds"
+        above = gap(info["best_s"], info["lower_bound_s"])
         cells = [task, *(_cell(info["best"].get(m)) for m, _ in columns), agent_cell,
-                 f"{info['lower_bound_s']:.3g}", gain]
+                 f"{info['lower_bound_s']:.3g}", "-" if above is None else f"+{above:.1%}", gain]
         lines.append(markdown_row(cells))
     return "\n".join(lines)
 
@@ -136,17 +144,20 @@ def bar_figure(rows: list[dict[str, Any]]) -> Figure:
     return figure
 
 
-def write_report(results: str | os.PathLike, out_dir: str | os.PathLike, *, gantt: bool = True) -> Path:
+def write_report(results: str | os.PathLike, out_dir: str | os.PathLike, *, gantt: bool = True,
+                 bounds: Sequence[str | os.PathLike] = ()) -> Path:
     """``report.md`` (the table, and for searching methods the leaderboard at equal budgets), ``bars.png``,
     ``anytime.png`` (best-so-far curves) and, for simulated rows, a Gantt chart of each task's best
     placement (``gantt-<task>.png``, the task's name made a file name by ``output_paths.file_name_part``) under
     ``out_dir``, written through an :class:`~placement_env.output_paths.OutputFolder` (no file is written through
-    a symbolic link); returns the markdown path."""
+    a symbolic link); returns the markdown path. ``bounds``: bounds files (``placement-env bound``) whose bounds
+    replace the rows' classic one where tighter."""
     from ..render.gantt import gantt_figure  # matplotlib, only when a report is written
 
     rows = read_rows(results, must_exist=True)
+    tight = read_bounds(bounds)
     with OutputFolder(out_dir) as out:
-        table = markdown_table(rows)
+        table = markdown_table(rows, tight)
         out.write("bars.png", png(bar_figure(rows)))
         lines = [f"# Results: {markdown_text(results)}", "", "Step time in seconds (best over seeds; lower is better).",
                  "", table, "", "![best runtime per method](bars.png)", ""]

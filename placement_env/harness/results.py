@@ -37,7 +37,7 @@ COLUMNS = ("suite", "task", "benchmark", "cluster", "runtime", "method", "seed",
 # Columns a row may lack (rows written before they were recorded): the best-so-far record and the method's arguments;
 # the import options of a task's TF or Keras graph file, which only its rows have; and the simulated step time of a
 # measured row's placement.
-OPTIONAL_COLUMNS = ("anytime", "method_args", "graph_options", "simulated_s")
+OPTIONAL_COLUMNS = ("anytime", "method_args", "graph_options", "simulated_s", "method_info")
 # The failure of a row whose method could not run as configured (a MethodConfigError): like an infrastructure
 # failure, it says nothing about the method on the task, so it is not finished work and a rerun does it again.
 CONFIGURATION = "configuration"
@@ -200,8 +200,20 @@ def check_row(row: Any, where: str) -> dict[str, Any]:
         _check_graph_options(row, where)
     if row.get("simulated_s") is not None:
         _check_number(row["simulated_s"], "simulated_s", where, above=True, maximum=MAX_SECONDS)
+    if "method_info" in row:
+        _check_method_info(row["method_info"], where)
     _check_method(row, where)
     return row
+
+
+def _check_method_info(info: Any, where: str) -> None:
+    """A row's ``method_info`` (what the method recorded, ``Problem.record``): a JSON object of numbers, strings,
+    booleans or nulls."""
+    if not isinstance(info, dict) or not all(
+            isinstance(key, str) and (value is None or isinstance(value, (bool, str, int, float)))
+            for key, value in info.items()):
+        raise ResultsFormatError(f"{where}: method_info = {show(info)}; expected a JSON object of names to numbers, "
+                                 "strings, booleans or nulls")
 
 
 def _check_graph_options(row: dict[str, Any], where: str) -> None:

@@ -62,7 +62,7 @@ def _refuse_repeats(parameter: str, values: Sequence[Any]) -> None:
 
 def make_row(suite: str, task: Task, evaluator: Evaluator, spec: MethodSpec, seed: int, budget: int,
              placement: list[int], m: Measurement | None, evaluations: int, wall_s: float, lower_bound_s: float,
-             failure: str = "", message: str = "", anytime: tuple = ()) -> dict[str, Any]:
+             failure: str = "", message: str = "", anytime: tuple = (), info: dict | None = None) -> dict[str, Any]:
     """The results row of ``spec`` on ``task`` (``m``: the final placement's measurement, None if there is none)."""
     ok = m is not None and m.ok
     runtime_s = float(m.runtime_s) if m is not None and math.isfinite(m.runtime_s) else None
@@ -76,6 +76,7 @@ def make_row(suite: str, task: Task, evaluator: Evaluator, spec: MethodSpec, see
         **({"graph_options": dict(task.graph_options)} if task.graph_options else {}),  # how a graph file was imported
         # best-so-far after each improvement: [evaluations, runtime s, wall s since the method started]
         "anytime": [[int(e), float(r), round(float(w), 4)] for e, r, w in anytime],
+        **({"method_info": dict(info)} if info else {}),  # what the method recorded of its work (Problem.record)
     }
 
 
@@ -231,6 +232,7 @@ def run_one(suite: str, run: Run, evaluators: dict[str, Evaluator]) -> dict[str,
     else:
         m = evaluator(solution.placement)
         row = make_row(suite, task, evaluator, spec, seed, budget, solution.placement.tolist(), m,
-                   solution.evaluations, solution.wall_s, evaluator.lower_bound(), anytime=solution.improvements)
+                   solution.evaluations, solution.wall_s, evaluator.lower_bound(), anytime=solution.improvements,
+                   info=dict(solution.info))
         row.update(_simulated(evaluator, solution.placement, m))
     return row

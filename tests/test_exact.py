@@ -1,0 +1,151 @@
+"""The exact side (placement_env.exact): the relaxed model, the window bound, CP-SAT in its own process, the cp_sat
+method, and bounds files. Every bound is checked against simulated placements: none may run faster."""
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+import placement_env as pe
+from placement_env.errors import ArgumentError, MethodArgumentError, ResultsFormatError, SolverError
+from placement_env.exact import isolated, relax
+from placement_env.exact.bounds import densest_window, heads_and_tails, window_bound
+from placement_env.exact.relaxation import device_rates, model_schedule
+from placement_env.harness.bounds_file import gap, read_bounds, write_bounds
+from placement_env.harness.results import check_row
+from placement_env.harness.suites import Task
+
+
+@pytest.fixture(scope="module")
+def small():
+    """rnnlm-tiny in 6 groups on k80-2gpu (CPU and two K80 dies): 729 placements, every one simulated."""
+    graph = pe.load_benchmark("rnnlm-tiny", max_groups=6)
+    cluster = pe.load_cluster("k80-2gpu")
+    evaluator = pe.Evaluator(graph, cluster)
+    allowed = pe.allowed_devices(graph, cluster)
+    every = np.array(list(itertools.product(*[np.flatnonzero(a) for a in allowed])))
+    runtimes = np.array([m.runtime_s if m.ok else np.inf for m in evaluator.batch(every)])
+    return graph, cluster, evaluator, every, runtimes
+
+
+def test_densest_window_is_the_best_window_by_brute_force():
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        n = int(rng.integers(1, 12))
+        head, tail = rng.integers(0, 5, n).astype(float), rng.integers(0, 5, n).astype(float)
+        seconds = rng.random(n)
+        brute = max(h + q + seconds[(head >= h) & (tail >= q)].sum()
+                    for h in head for q in tail if ((head >= h) & (tail >= q)).any())
+        value, h, q = densest_window(head, tail, seconds)
+        assert value == pytest.approx(brute)
+        assert value == pytest.approx(h + q + seconds[(head >= h) & (tail >= q)].sum())
+
+
+def test_heads_and_tails_hold_in_every_simulated_schedule(small):
+    graph, cluster, evaluator, every, _ = small
+    share, _ = device_rates(cluster)
+    fastest = np.where(pe.allowed_devices(graph, cluster)[graph.group], evaluator.costs.seconds / share, np.inf).min(1)
+    head, tail = heads_and_tails(graph, fastest)
+    for placement in every[::37]:
+        m = evaluator(placement, schedule=True)
+        assert np.all(m.schedule.op_start >= head - 1e-12)
+        assert np.all(m.schedule.op_end <= m.runtime_s - tail + 1e-12)
+
+
+def test_no_placement_beats_the_window_bound_and_it_is_tighter_than_the_classic(small):
+    graph, cluster, evaluator, every, runtimes = small
+    found = window_bound(graph, cluster, evaluator.costs, time_limit_s=30)
+    assert found.status == "optimal"
+    classic = pe.lower_bound(graph, cluster)
+    assert found.value_s >= classic and found.parts["windows"] > found.parts["critical_path"]
+    assert runtimes.min() >= found.value_s
+    assert found.value_s > 1.3 * classic  # the windows see that one die cannot take both LSTM layers at once
+
+
+def test_the_relaxation_and_cp_sat_bound_hold(small):
+    graph, cluster, evaluator, every, runtimes = small
+    result = pe.solve_exact(graph, cluster, evaluator.costs, time_limit_s=10)
+    assert result.status in ("OPTIMAL", "FEASIBLE") and result.placement is not None
+    assert result.bound_s <= result.makespan_s + 1e-12
+    assert runtimes.min() >= result.bound_s
+    # the model never runs a placement slower than the simulator does
+    assert result.makespan_s <= evaluator(result.placement).runtime_s * (1 + 1e-9)
+    assert pe.lower_bound(graph, cluster, method="cp_sat", time_limit_s=5) <= runtimes.min()
+
+
+def test_the_model_schedule_obeys_the_relaxed_model(small):
+    graph, cluster, evaluator, every, _ = small
+    placement = every[len(every) // 2]
+    starts, makespan = model_schedule(graph, cluster, evaluator.costs.seconds, placement)
+    model = relax(graph, cluster, evaluator.costs.seconds, makespan)
+    dev = placement[graph.group]
+    ticks = np.floor(starts / model.tick_s).astype(np.int64)
+    ends = ticks + model.duration[np.arange(graph.n_ops), dev]
+    src, dst = model.edges[:, 0], model.edges[:, 1]
+    assert np.all(ticks[dst] >= ends[src])
+    for k, e in enumerate(model.cross.tolist()):
+        u, v = model.edges[e]
+        assert ticks[v] >= ends[u] + model.lag[k, dev[u], dev[v]]
+    assert ends.max() <= 1_000_001
+
+
+def test_a_crashed_solver_process_raises_and_leaves_the_caller_usable(small, monkeypatch):
+    graph, cluster, evaluator, _, _ = small
+    model = relax(graph, cluster, evaluator.costs.seconds, 1.0)
+    monkeypatch.setattr(isolated, "CHILD_MODULE", "placement_env.exact.no_such_module")
+    with pytest.raises(SolverError, match="exited with code 1"):
+        isolated.solve_isolated(model, cluster, time_limit_s=1)
+    assert evaluator(np.zeros(graph.n_groups, np.int64)).runtime_s > 0
+
+
+def test_bad_bound_arguments_name_what_is_accepted():
+    with pytest.raises(ArgumentError, match="'classic', 'windows', 'cp_sat'"):
+        pe.lower_bound("rnnlm-tiny", "paper-2gpu", method="exact")
+    with pytest.raises(ArgumentError, match="time_limit_s"):
+        pe.bound("rnnlm-tiny", "paper-2gpu", time_limit_s=0)
+
+
+def test_cp_sat_method_records_the_solver_and_spends_at_most_its_budget(small):
+    graph, cluster, evaluator, _, runtimes = small
+    problem = pe.Problem.make(graph, cluster, budget=6)
+    solution = pe.solve(pe.method("cp_sat", time_limit_s=5), problem)
+    assert solution.evaluations <= 6
+    assert solution.info["solver_status"] in ("OPTIMAL", "FEASIBLE")
+    assert solution.info["solver_bound_s"] <= runtimes.min()
+    assert evaluator(solution.placement).runtime_s <= problem.best.runtime_s + 1e-15
+
+
+def test_problem_record_takes_json_scalars_only(small):
+    graph, cluster, _, _, _ = small
+    problem = pe.Problem.make(graph, cluster)
+    problem.record(status="OPTIMAL", seconds=np.float64(1.5), solutions=3, proven=None)
+    assert problem.info == {"status": "OPTIMAL", "seconds": 1.5, "solutions": 3, "proven": None}
+    with pytest.raises(MethodArgumentError, match="record"):
+        problem.record(bound=float("nan"))
+    with pytest.raises(MethodArgumentError, match="record"):
+        problem.record(placement=[1, 2])
+
+
+def test_a_row_with_malformed_method_info_is_refused():
+    row = {"suite": "s", "task": "t", "benchmark": "b", "cluster": "paper-2gpu", "runtime": "sim", "method": "m",
+           "seed": 0, "budget": 0, "placement": [0], "runtime_s": 1.0, "ok": True, "failure": "", "message": "",
+           "evaluations": 0, "wall_s": 0.0, "lower_bound_s": 0.5, "versions": {}}
+    assert check_row({**row, "method_info": {"solver_status": "OPTIMAL", "solver_bound_s": 0.7}}, "here")
+    with pytest.raises(ResultsFormatError, match="method_info"):
+        check_row({**row, "method_info": {"solver": [1]}}, "here")
+
+
+def test_bounds_files_give_gaps_and_skip_tasks_they_have(tmp_path):
+    task = Task("rnnlm-tiny-2gpu", "rnnlm-tiny", "paper-2gpu")
+    path = tmp_path / "bounds.jsonl"
+    written = write_bounds("mine", path, method="windows", time_limit_s=10, tasks=[task], progress=False)
+    assert len(written) == 1 and written[0]["bound_s"] >= pe.lower_bound("rnnlm-tiny", "paper-2gpu")
+    assert write_bounds("mine", path, method="windows", time_limit_s=10, tasks=[task], progress=False) == []
+    bounds = read_bounds([path])
+    assert list(bounds.values()) == [written[0]["bound_s"]]
+    assert gap(2.0, 1.0) == pytest.approx(1.0) and gap(None, 1.0) is None and gap(1.0, 0.0) is None
+    path.write_text(json.dumps({"benchmark": "x"}) + "\n")
+    with pytest.raises(ResultsFormatError, match="line 1"):
+        read_bounds([path])
