@@ -25,10 +25,10 @@ import placement_env as pe
 from placement_env.harness import read_rows
 from placement_env.harness.bounds_file import read_bounds, write_bounds
 from placement_env.harness.suites import Task, load_suite
-from placement_env.runtime.simulated import SIMULATOR_VERSION
+from placement_env.runtime.simulated import model_changed_since
 
 OUT = Path("docs/optimality")
-STORED = sorted(Path("docs").glob("*.jsonl")) + sorted(Path("docs/placebench").glob("*.jsonl"))
+STORED = sorted(Path("docs").glob("*_results.jsonl")) + sorted(Path("docs/placebench").glob("*.jsonl"))  # results files
 # Tasks of at most 60 groups: the tiny graphs coarsened to 12, 24 and 48 groups, on the ideal and the as-built
 # two-GPU machines, and the tiny suite itself (90-139 groups).
 SMALL_GROUPS = (12, 24, 48)
@@ -47,12 +47,19 @@ def _append(path: Path, row: dict[str, Any]) -> None:
         out.write(json.dumps(row, sort_keys=True) + "\n")
 
 
+def current(row: dict[str, Any]) -> bool:
+    """Whether a row is a successful simulated step of a preset cluster that this simulator would give the same
+    time (``model_changed_since``: no change of the model since the row's version concerns its cluster)."""
+    return (row["ok"] and row["runtime"] == "sim" and isinstance(row["cluster"], str) and "graph_options" not in row
+            and not model_changed_since(str(row["versions"].get("simulator")), pe.load_cluster(row["cluster"])))
+
+
 def best_known() -> dict[tuple[str, str], tuple[float, str]]:
-    """(benchmark, cluster) -> (the fastest successful simulated step time of any stored row, its method)."""
+    """(benchmark, cluster) -> (the fastest successful simulated step time of any stored current row, its method)."""
     best: dict[tuple[str, str], tuple[float, str]] = {}
     for path in STORED:
         for row in read_rows(path):
-            if row["ok"] and row["runtime"] == "sim" and isinstance(row["cluster"], str):
+            if current(row):
                 key = (row["benchmark"], row["cluster"])
                 if key not in best or row["runtime_s"] < best[key][0]:
                     best[key] = (row["runtime_s"], row["method"] + f" @ {row['budget']}")
@@ -159,8 +166,7 @@ def check(placements: int, time_limit_s: float) -> None:
     by_task: dict[tuple[str, str], list[tuple[float, str]]] = defaultdict(list)
     for source in STORED:
         for row in read_rows(source):
-            if (row["ok"] and row["runtime"] == "sim" and isinstance(row["cluster"], str) and "graph_options" not in row
-                    and row["versions"].get("simulator") == str(SIMULATOR_VERSION)):
+            if current(row):
                 by_task[row["benchmark"], row["cluster"]].append((row["runtime_s"], row["versions"].get("opgraph", "")))
     stored_bounds = OUT / "check_bounds.jsonl"
     for (benchmark, cluster), found in tqdm(sorted(by_task.items()), desc="stored rows"):
@@ -252,6 +258,7 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=60.0, help="solver seconds per task")
     parser.add_argument("--placements", type=int, default=1_000_000, help="random placements in all (check)")
     args = parser.parse_args()
+    OUT.mkdir(parents=True, exist_ok=True)
     if args.part == "bounds":
         bounds(args.time_limit)
     elif args.part == "small":

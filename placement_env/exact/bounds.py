@@ -26,6 +26,7 @@ import numpy as np
 from scipy import optimize, sparse
 
 from ..cluster import Cluster
+from ..cluster.symmetry import device_symmetries
 from ..costs import OpCosts, critical_path, work_bound
 from ..opgraph import OpGraph
 from ..placement import allowed_devices
@@ -142,6 +143,21 @@ class _WindowProgram:
             ops = order[ptr[g]:ptr[g + 1]]
             self.own[k], h, q = densest_window(head[ops], tail[ops], processing[ops, d])
             self._add(d, h, q)
+        self.pinned = self._symmetry_breaking(cluster)
+
+    def _symmetry_breaking(self, cluster: Cluster) -> np.ndarray:
+        """The variables fixed at 0 to break the relabellings of alike devices: the group of the largest own window
+        may take only the first device of each orbit (every assignment has a relabelling that does this, with the
+        same windows, memory and T, since a relabelling kept here changes none of the program's numbers)."""
+        keep = [perm for perm in device_symmetries(cluster)
+                if np.array_equal(self.processing[:, perm], self.processing)
+                and np.array_equal(self.allowed[:, perm], self.allowed)
+                and np.array_equal(self.capacity[perm], self.capacity)]
+        if len(keep) <= 1:
+            return np.zeros(0, np.int64)
+        first = np.array(keep).min(axis=0) == np.arange(self.n_dev)  # the orbits' first devices
+        heaviest = int(self.pairs[np.argmax(self.own), 0])
+        return np.flatnonzero((self.pairs[:, 0] == heaviest) & ~first[self.pairs[:, 1]])
 
     def _add(self, d: int, h: float, q: float) -> bool:
         """Put the window (device d, head >= h, tail >= q) in the program; False if it is there already."""
@@ -196,7 +212,9 @@ class _WindowProgram:
         cost[-1] = 1.0
         integrality = np.ones(self.n_vars)
         integrality[-1] = 0
-        bounds = optimize.Bounds(np.r_[np.zeros(self.n_vars - 1), floor], np.r_[np.ones(self.n_vars - 1), np.inf])
+        upper = np.r_[np.ones(self.n_vars - 1), np.inf]
+        upper[self.pinned] = 0.0
+        bounds = optimize.Bounds(np.r_[np.zeros(self.n_vars - 1), floor], upper)
         proven, rounds = floor, 0
         while True:
             left = deadline - time.perf_counter()
