@@ -47,7 +47,8 @@ def test_heads_and_tails_hold_in_every_simulated_schedule(small):
     graph, cluster, evaluator, every, _ = small
     share, _ = device_rates(cluster)
     fastest = np.where(pe.allowed_devices(graph, cluster)[graph.group], evaluator.costs.seconds / share, np.inf).min(1)
-    head, tail = heads_and_tails(graph, fastest)
+    processing = np.where(np.asarray(cluster.concurrency)[None, :] > 1, evaluator.costs.seconds / device_rates(cluster)[1], evaluator.costs.seconds / share)
+    head, tail = heads_and_tails(graph, fastest, np.where(pe.allowed_devices(graph, cluster)[graph.group], processing, np.inf))
     for placement in every[::37]:
         m = evaluator(placement, schedule=True)
         assert np.all(m.schedule.op_start >= head - 1e-12)

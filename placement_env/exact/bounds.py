@@ -50,27 +50,79 @@ class Bound:
     solver_s: float = 0.0
 
 
-def heads_and_tails(graph: OpGraph, shortest: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per op (in seconds), the longest path to its start and from its end, op ``j`` lasting ``shortest[j]`` and
-    every edge free: no placement starts it earlier or ends it later before the step's end."""
+def heads_and_tails(graph: OpGraph, shortest: np.ndarray, processing: np.ndarray | None = None
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """Per op (in seconds), a time before which no placement starts it (its head) and one within which none ends it
+    before the step's end (its tail): the longest path to its start and from its end, op ``j`` lasting
+    ``shortest[j]`` and every edge free.
+
+    With ``processing`` ([n_ops, n_devices], each op's time on each device its group may take, inf elsewhere) the
+    path values also rise to the one-machine bound of each op's ancestors in its own group (reached through the
+    group): they all run on its device and end before it starts, so it starts no earlier than
+    ``min over the group's devices of max over h of (h + their processing with head >= h)``; tails likewise with
+    the descendants in its group."""
     n = graph.n_ops
     src, dst = graph.edge_src.astype(np.int64), graph.edge_dst.astype(np.int64)
     head, tail = np.zeros(n), np.zeros(n)
     by_dst = np.argsort(dst, kind="stable")
     ptr = np.searchsorted(dst[by_dst], np.arange(n + 1))
     inputs_of = src[by_dst]
+    by_src = np.argsort(src, kind="stable")
+    out_ptr = np.searchsorted(src[by_src], np.arange(n + 1))
+    outputs_of = dst[by_src]
+    group = graph.group.astype(np.int64)
+    within = _GroupMates(group) if processing is not None else None
     for v in range(n):  # ops are in topological order
         inputs = inputs_of[ptr[v]:ptr[v + 1]]
         if inputs.size:
             head[v] = np.max(head[inputs] + shortest[inputs])
-    by_src = np.argsort(src, kind="stable")
-    ptr = np.searchsorted(src[by_src], np.arange(n + 1))
-    outputs_of = dst[by_src]
+        if within is not None:
+            mates = within.add(v, inputs[group[inputs] == group[v]])
+            head[v] = max(head[v], _one_machine(head[mates], processing[mates]))
+    within = _GroupMates(group) if processing is not None else None
     for u in range(n - 1, -1, -1):
-        outputs = outputs_of[ptr[u]:ptr[u + 1]]
+        outputs = outputs_of[out_ptr[u]:out_ptr[u + 1]]
         if outputs.size:
             tail[u] = np.max(tail[outputs] + shortest[outputs])
+        if within is not None:
+            mates = within.add(u, outputs[group[outputs] == group[u]])
+            tail[u] = max(tail[u], _one_machine(tail[mates], processing[mates]))
     return head, tail
+
+
+class _GroupMates:
+    """Each op's ancestors (or, fed in reverse, descendants) reached through its own group, as bit sets."""
+
+    def __init__(self, group: np.ndarray) -> None:
+        self.group = group
+        self.position = np.zeros(len(group), np.int64)  # each op's place among its group's ops
+        self.members: dict[int, list[int]] = {}
+        self.sets: dict[int, int] = {}
+
+    def add(self, op: int, linked: np.ndarray) -> np.ndarray:
+        """Record ``op`` with its same-group neighbours ``linked`` (already added); the ops of its set."""
+        members = self.members.setdefault(int(self.group[op]), [])
+        bits = 0
+        for other in linked.tolist():
+            bits |= self.sets[other] | (1 << int(self.position[other]))
+        self.position[op] = len(members)
+        members.append(op)
+        self.sets[op] = bits
+        if not bits:
+            return np.zeros(0, np.int64)
+        flags = np.unpackbits(np.frombuffer(bits.to_bytes((bits.bit_length() + 7) // 8, "little"), np.uint8),
+                              bitorder="little")
+        return np.asarray(members, np.int64)[np.flatnonzero(flags)]
+
+
+def _one_machine(release: np.ndarray, processing: np.ndarray) -> float:
+    """``min over devices of max over h of (h + processing of the ops with release >= h)``: when the last of these
+    ops ends on whichever device they share (0 for none)."""
+    if release.size == 0:
+        return 0.0
+    order = np.argsort(-release, kind="stable")
+    finish = release[order][:, None] + np.cumsum(processing[order], axis=0)
+    return float(np.min(np.max(finish, axis=0)))
 
 
 def densest_window(head: np.ndarray, tail: np.ndarray, seconds: np.ndarray) -> tuple[float, float, float]:
@@ -111,9 +163,9 @@ def window_bound(graph: OpGraph, cluster: Cluster, costs: OpCosts | np.ndarray, 
              "work": work_bound(OpCosts(seconds=seconds / rate[None, :], source="bound")) if graph.n_ops else 0.0}
     if graph.n_ops == 0 or not allowed.any(axis=1).all():
         return Bound(max(parts.values(), default=0.0), parts, "trivial", 0, time.perf_counter() - began)
-    head, tail = heads_and_tails(graph, fastest)
     # each op's processing on each device: its duration on a one-lane device, its work over the throughput on others
     processing = np.where(np.asarray(cluster.concurrency)[None, :] > 1, seconds / rate[None, :], duration)
+    head, tail = heads_and_tails(graph, fastest, np.where(allowed[graph.group], processing, np.inf))
     program = _WindowProgram(graph, cluster, allowed, head, tail, processing)
     status, rounds, value = program.solve(began + time_limit_s, floor=max(parts.values()))
     parts["windows"] = value
