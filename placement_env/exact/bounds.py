@@ -50,8 +50,8 @@ class Bound:
     solver_s: float = 0.0
 
 
-def heads_and_tails(graph: OpGraph, shortest: np.ndarray, processing: np.ndarray | None = None
-                    ) -> tuple[np.ndarray, np.ndarray]:
+def heads_and_tails(graph: OpGraph | tuple[np.ndarray, np.ndarray, np.ndarray], shortest: np.ndarray,
+                    processing: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Per op (in seconds), a time before which no placement starts it (its head) and one within which none ends it
     before the step's end (its tail): the longest path to its start and from its end, op ``j`` lasting
     ``shortest[j]`` and every edge free.
@@ -60,9 +60,10 @@ def heads_and_tails(graph: OpGraph, shortest: np.ndarray, processing: np.ndarray
     path values also rise to the one-machine bound of each op's ancestors in its own group (reached through the
     group): they all run on its device and end before it starts, so it starts no earlier than
     ``min over the group's devices of max over h of (h + their processing with head >= h)``; tails likewise with
-    the descendants in its group."""
-    n = graph.n_ops
-    src, dst = graph.edge_src.astype(np.int64), graph.edge_dst.astype(np.int64)
+    the descendants in its group. ``graph``: an OpGraph, or its (edge sources, edge destinations, group per op)."""
+    src, dst, group = ((graph.edge_src, graph.edge_dst, graph.group) if isinstance(graph, OpGraph) else graph)
+    src, dst, group = (np.asarray(a, np.int64) for a in (src, dst, group))
+    n = len(group)
     head, tail = np.zeros(n), np.zeros(n)
     by_dst = np.argsort(dst, kind="stable")
     ptr = np.searchsorted(dst[by_dst], np.arange(n + 1))
@@ -70,7 +71,6 @@ def heads_and_tails(graph: OpGraph, shortest: np.ndarray, processing: np.ndarray
     by_src = np.argsort(src, kind="stable")
     out_ptr = np.searchsorted(src[by_src], np.arange(n + 1))
     outputs_of = dst[by_src]
-    group = graph.group.astype(np.int64)
     within = _GroupMates(group) if processing is not None else None
     for v in range(n):  # ops are in topological order
         inputs = inputs_of[ptr[v]:ptr[v + 1]]

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..cluster import Cluster
 from ..cluster.symmetry import canonical_placement, device_symmetries
+from .bounds import heads_and_tails
 from .relaxation import SHARE_SCALE, RelaxedModel
 
 __all__ = ["ExactResult", "solve_relaxed"]
@@ -98,8 +99,14 @@ def solve_relaxed(model: RelaxedModel, symmetries: np.ndarray, *, time_limit_s: 
     x = {(g, d): m.NewBoolVar(f"x{g}_{d}") for g in range(n_groups) for d in np.flatnonzero(allowed[g]).tolist()}
     for g in range(n_groups):
         m.AddExactlyOne([x[g, d] for d in np.flatnonzero(allowed[g]).tolist()])
-    head, tail = _heads_and_tails(model, allowed)
+    # Heads and tails in ticks from the model's own durations (so every schedule of the model obeys them): paths of
+    # shortest durations, raised by the one-machine bound of each op's group mates on one-lane devices.
     shortest = np.where(allowed[model.group], model.duration, np.iinfo(np.int64).max).min(axis=1)
+    one_lane = np.where(allowed[model.group] & (model.lanes == 1)[None, :], model.duration.astype(np.float64),
+                        np.where(allowed[model.group], 0.0, np.inf))
+    heads, tails = heads_and_tails((model.edges[:, 0], model.edges[:, 1], model.group), shortest.astype(np.float64),
+                                   one_lane)
+    head, tail = np.round(heads).astype(np.int64), np.round(tails).astype(np.int64)
     if n and (head + shortest + tail).max() > horizon:
         horizon = int((head + shortest + tail).max())  # a start hint that does not fit bounds nothing
     start = [m.NewIntVar(int(head[i]), horizon - int(tail[i] + shortest[i]), f"s{i}") for i in range(n)]
@@ -169,30 +176,6 @@ def solve_relaxed(model: RelaxedModel, symmetries: np.ndarray, *, time_limit_s: 
         bound = float("inf") if name == "INFEASIBLE" else max(0.0, solver.BestObjectiveBound()) * model.tick_s
     return ExactResult(placement=placement, makespan_s=float(value), bound_s=float(bound), status=name,
                        solver_s=solver_s, solutions=tuple(found))
-
-
-def _heads_and_tails(model: RelaxedModel, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per op, the least time before its start and after its end on any placement: the longest path to it and
-    from it with every op at its shortest allowed duration and no lag (bounds every solution obeys)."""
-    n = model.n_ops
-    shortest = np.where(allowed[model.group], model.duration, np.iinfo(np.int64).max).min(axis=1)
-    head, tail = np.zeros(n, np.int64), np.zeros(n, np.int64)
-    src, dst = model.edges[:, 0], model.edges[:, 1]
-    by_dst = np.argsort(dst, kind="stable")
-    ptr = np.searchsorted(dst[by_dst], np.arange(n + 1))
-    src_sorted = src[by_dst]
-    for v in range(n):  # ops are in topological order
-        inputs = src_sorted[ptr[v]:ptr[v + 1]]
-        if inputs.size:
-            head[v] = (head[inputs] + shortest[inputs]).max()
-    by_src = np.argsort(src, kind="stable")
-    ptr = np.searchsorted(src[by_src], np.arange(n + 1))
-    dst_sorted = dst[by_src]
-    for u in range(n - 1, -1, -1):
-        outputs = dst_sorted[ptr[u]:ptr[u + 1]]
-        if outputs.size:
-            tail[u] = (tail[outputs] + shortest[outputs]).max()
-    return head, tail
 
 
 def _placement(value: Any, x: dict, n_groups: int) -> np.ndarray:
