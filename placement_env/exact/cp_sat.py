@@ -99,14 +99,14 @@ def solve_relaxed(model: RelaxedModel, symmetries: np.ndarray, *, time_limit_s: 
     x = {(g, d): m.NewBoolVar(f"x{g}_{d}") for g in range(n_groups) for d in np.flatnonzero(allowed[g]).tolist()}
     for g in range(n_groups):
         m.AddExactlyOne([x[g, d] for d in np.flatnonzero(allowed[g]).tolist()])
-    # Heads and tails in ticks from the model's own durations (so every schedule of the model obeys them): paths of
-    # shortest durations, raised by the one-machine bound of each op's group mates on one-lane devices.
+    # Heads and tails in ticks from the model's own rules (so every schedule of the model obeys them): paths of
+    # shortest durations, raised by the bound of each op's group mates on its device: one at a time on a one-lane
+    # device, at most `lanes` at once on the others (the model's cumulative).
     shortest = np.where(allowed[model.group], model.duration, np.iinfo(np.int64).max).min(axis=1)
-    one_lane = np.where(allowed[model.group] & (model.lanes == 1)[None, :], model.duration.astype(np.float64),
-                        np.where(allowed[model.group], 0.0, np.inf))
+    occupancy = np.where(allowed[model.group], model.duration / model.lanes[None, :], np.inf)
     heads, tails = heads_and_tails((model.edges[:, 0], model.edges[:, 1], model.group), shortest.astype(np.float64),
-                                   one_lane)
-    head, tail = np.round(heads).astype(np.int64), np.round(tails).astype(np.int64)
+                                   occupancy)
+    head, tail = np.floor(heads + 1e-9).astype(np.int64), np.floor(tails + 1e-9).astype(np.int64)
     if n and (head + shortest + tail).max() > horizon:
         horizon = int((head + shortest + tail).max())  # a start hint that does not fit bounds nothing
     start = [m.NewIntVar(int(head[i]), horizon - int(tail[i] + shortest[i]), f"s{i}") for i in range(n)]
