@@ -149,3 +149,18 @@ def test_bounds_files_give_gaps_and_skip_tasks_they_have(tmp_path):
     path.write_text(json.dumps({"benchmark": "x"}) + "\n")
     with pytest.raises(ResultsFormatError, match="line 1"):
         read_bounds([path])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("benchmark, cluster", [("rnnlm", "k80-4gpu"), ("inception_v3", "k80-2gpu")])
+def test_no_stored_placebench_row_beats_the_window_bound(benchmark, cluster):
+    from placement_env.harness import read_rows
+
+    graph = pe.load_benchmark(benchmark)
+    rows = [r for r in read_rows("docs/placebench/paper.jsonl") if r["ok"] and r["benchmark"] == benchmark
+            and r["cluster"] == cluster and r["versions"]["opgraph"] == graph.digest]
+    found = pe.bound(graph, cluster, method="windows", time_limit_s=60)
+    assert len(rows) > 100 and found.status == "optimal"
+    fastest = min(r["runtime_s"] for r in rows)
+    assert fastest >= found.value_s
+    assert fastest / found.value_s - 1 < 0.25  # within 25% of the best possible: the bound is tight, not just valid
