@@ -226,6 +226,7 @@ def test_config_bad_values(field, value):
 def test_imitation_reaches_the_target_placement(tiny, decoder):
     from agents.gnn_placer.imitation import imitate
 
+    torch.manual_seed(0)  # the network's initial weights come from torch's global generator: whatever ran before
     task = task_of(tiny, "k80-4gpu")
     target = np.arange(tiny.n_groups) * 4 // tiny.n_groups + 1  # four contiguous chunks, one per GPU
     config = Config(hidden=32, layers=2, heads=2, lr=3e-3, decoder=decoder)
