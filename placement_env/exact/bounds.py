@@ -64,30 +64,28 @@ def heads_and_tails(graph: OpGraph | tuple[np.ndarray, np.ndarray, np.ndarray], 
     src, dst, group = ((graph.edge_src, graph.edge_dst, graph.group) if isinstance(graph, OpGraph) else graph)
     src, dst, group = (np.asarray(a, np.int64) for a in (src, dst, group))
     n = len(group)
-    head, tail = np.zeros(n), np.zeros(n)
-    by_dst = np.argsort(dst, kind="stable")
-    ptr = np.searchsorted(dst[by_dst], np.arange(n + 1))
-    inputs_of = src[by_dst]
-    by_src = np.argsort(src, kind="stable")
-    out_ptr = np.searchsorted(src[by_src], np.arange(n + 1))
-    outputs_of = dst[by_src]
-    within = _GroupMates(group) if processing is not None else None
-    for v in range(n):  # ops are in topological order
-        inputs = inputs_of[ptr[v]:ptr[v + 1]]
-        if inputs.size:
-            head[v] = np.max(head[inputs] + shortest[inputs])
-        if within is not None:
-            mates = within.add(v, inputs[group[inputs] == group[v]])
-            head[v] = max(head[v], _one_machine(head[mates], processing[mates]))
-    within = _GroupMates(group) if processing is not None else None
-    for u in range(n - 1, -1, -1):
-        outputs = outputs_of[out_ptr[u]:out_ptr[u + 1]]
-        if outputs.size:
-            tail[u] = np.max(tail[outputs] + shortest[outputs])
-        if within is not None:
-            mates = within.add(u, outputs[group[outputs] == group[u]])
-            tail[u] = max(tail[u], _one_machine(tail[mates], processing[mates]))
+    by_dst, by_src = np.argsort(dst, kind="stable"), np.argsort(src, kind="stable")
+    head = _longest_paths(range(n), np.searchsorted(dst[by_dst], np.arange(n + 1)), src[by_dst], group, shortest,
+                          processing)
+    tail = _longest_paths(range(n - 1, -1, -1), np.searchsorted(src[by_src], np.arange(n + 1)), dst[by_src], group,
+                          shortest, processing)
     return head, tail
+
+
+def _longest_paths(order: range, ptr: np.ndarray, linked: np.ndarray, group: np.ndarray, shortest: np.ndarray,
+                   processing: np.ndarray | None) -> np.ndarray:
+    """Per op, visited in ``order`` (topological, or its reverse for tails), the longest path from its ``linked``
+    neighbours (``linked[ptr[v]:ptr[v + 1]]``, visited before it), raised to its group mates' one-machine bound."""
+    value = np.zeros(len(group))
+    within = _GroupMates(group) if processing is not None else None
+    for v in order:
+        neighbours = linked[ptr[v]:ptr[v + 1]]
+        if neighbours.size:
+            value[v] = np.max(value[neighbours] + shortest[neighbours])
+        if within is not None:
+            mates = within.add(v, neighbours[group[neighbours] == group[v]])
+            value[v] = max(value[v], _one_machine(value[mates], processing[mates]))
+    return value
 
 
 class _GroupMates:
