@@ -10,18 +10,16 @@ and status, and its seconds (``method_info``).
 """
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
 
 from placement_env import Problem, solve_exact
 
-from .search import Scores, check_start, search_budget, start_placement
+from .search import Scores, Start, check_start, search_budget, start_placement
 
 __all__ = ["cp_sat"]
 
 
-def cp_sat(problem: Problem, *, time_limit_s: float = 60.0, start: Literal["scratch", "best_heuristic"] = "best_heuristic",
+def cp_sat(problem: Problem, *, time_limit_s: float = 60.0, start: Start = "best_heuristic",
            workers: int = 1) -> np.ndarray:
     """The fastest of the start and CP-SAT's placements of the relaxed model, as the simulator runs them."""
     check_start(start)
