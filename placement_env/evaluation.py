@@ -28,7 +28,7 @@ from .errors import ArgumentError, InvalidPlacementError
 from .opgraph import OpGraph
 from .placement import Measurement
 from .runtime.measured import MeasuredRuntime
-from .runtime.simulated import check_threads, plan_for
+from .runtime.simulated import SimulationPlan, check_threads, plan_for
 
 RUNTIMES = ("sim", "grappler", "measured")
 
@@ -139,6 +139,7 @@ class Evaluator:
         self._measured_options = check_measured_options(measured_options)
         self._measured = None
         self._lower_bound: float | None = None
+        self._plan: SimulationPlan | None = None
 
     @property
     def costs(self) -> OpCosts:
@@ -146,6 +147,13 @@ class Evaluator:
         if self._costs is None:
             self._costs = costs_for(self.graph, self.cluster)
         return self._costs
+
+    def _simulation_plan(self) -> SimulationPlan:
+        """The simulator's plan of this graph, cluster and costs (all fixed: the costs are read-only), found
+        once rather than looked up in the derived-data cache on every call."""
+        if self._plan is None:
+            self._plan = plan_for(self.graph, self.cluster, self.costs.seconds)
+        return self._plan
 
     def _measured_runtime(self) -> Any:
         if self._measured is None:
@@ -156,7 +164,7 @@ class Evaluator:
         """The Measurement of ``placement`` (one device index per group)."""
         schedule = check_bool(schedule, "schedule", error=bad_argument)
         if self.runtime == "sim":
-            return plan_for(self.graph, self.cluster, self.costs.seconds).run(placement, schedule=schedule)
+            return self._simulation_plan().run(placement, schedule=schedule)
         if schedule:
             raise ArgumentError(f"schedule=True needs runtime='sim'; this evaluator uses {self.runtime!r}")
         if self.runtime == "grappler":
@@ -169,7 +177,7 @@ class Evaluator:
         """Measurements of every row of ``placements`` ([k, n_groups]); one compiled call for the simulator."""
         array = placement_rows(self.graph, placements)
         if self.runtime == "sim":
-            return plan_for(self.graph, self.cluster, self.costs.seconds).run_batch(array, threads=self.threads)
+            return self._simulation_plan().run_batch(array, threads=self.threads)
         return [self(row) for row in array]
 
     def lower_bound(self) -> float:

@@ -74,7 +74,7 @@ from ..cluster import Cluster
 from ..derived import DERIVED
 from ..errors import InvalidPlacementError
 from ..opgraph import BUFFER_FORWARDING_OPS, OpGraph
-from ..placement import Measurement, check_placement, kernel_violations
+from ..placement import Measurement, allowed_devices, check_placement, kernel_violations
 from ..schedule import Schedule
 from .simulator_batch import DEVICE_INDEX, simulate_many, simulate_many_parallel, simulate_step, simulate_step_recorded
 
@@ -203,6 +203,10 @@ class SimulationPlan:
         self.capacity = cluster.memory_bytes.astype(np.int64)
         self.is_sum = self._sums(graph) if cluster.accumulate_sums else np.zeros(n, np.bool_)
         self.ready_fifo = cluster.ready_fifo
+        # allowed_devices flattened, read at group * n_devices + device: a placement's kernel check without
+        # rebuilding the [groups, devices] mask on every call
+        self._allowed = allowed_devices(graph, cluster).ravel()
+        self._allowed_row = np.arange(graph.n_groups, dtype=np.int64) * cluster.n_devices
 
     def _sums(self, graph: OpGraph) -> np.ndarray:
         """Per op: a sum grappler may turn into an accumulation (AddN or AccumulateNV2 of more than
@@ -277,19 +281,18 @@ class SimulationPlan:
     def run(self, placement: Any, *, schedule: bool = False) -> Measurement:
         """Simulate one step of ``placement`` (one device per group); ``schedule=True`` records its Schedule."""
         placement = check_placement(self.graph, self.cluster, placement)
-        bad = kernel_violations(self.graph, self.cluster, placement)
-        if bad.size:
-            return self._no_kernel(placement, bad)
-        dev = np.ascontiguousarray(placement[self.group], dtype=np.int64)
+        if not self._allowed[self._allowed_row + placement].all():
+            return self._no_kernel(placement, kernel_violations(self.graph, self.cluster, placement))
+        dev = placement.astype(DEVICE_INDEX).take(self.group)  # the device of each op
         (makespan, peak, busy, moved, started, op_start, op_end, t_src, t_out, t_sdev, t_ddev, t_start, t_end,
          t_bytes, mem_time, mem_trace) = (simulate_step_recorded if schedule else simulate_step)(
-            dev.astype(DEVICE_INDEX), self.capacity, *self.core_arguments())
+            dev, self.capacity, *self.core_arguments())
         if started != self.graph.n_ops:  # cannot happen for a DAG; guard against corrupt graphs
             raise RuntimeError(f"simulation started {started} of {self.graph.n_ops} ops")
         timeline = None
         if schedule:
             timeline = Schedule(
-                op_device=dev, op_start=op_start, op_end=op_end, transfer_src_op=t_src, transfer_output=t_out,
+                op_device=dev.astype(np.int64), op_start=op_start, op_end=op_end, transfer_src_op=t_src, transfer_output=t_out,
                 transfer_src_device=t_sdev, transfer_dst_device=t_ddev, transfer_start=t_start,
                 transfer_end=t_end, transfer_bytes=t_bytes, memory_time=mem_time, memory_in_use=mem_trace.T)
         return self._measurement(placement, makespan, peak, busy, moved, timeline)
@@ -306,11 +309,10 @@ class SimulationPlan:
         results: list[Measurement | None] = [None] * len(checked)
         todo = []
         for r, placement in enumerate(checked):
-            bad = kernel_violations(self.graph, self.cluster, placement)
-            if bad.size:
-                results[r] = self._no_kernel(placement, bad)
-            else:
+            if self._allowed[self._allowed_row + placement].all():
                 todo.append(r)
+            else:
+                results[r] = self._no_kernel(placement, kernel_violations(self.graph, self.cluster, placement))
         if todo:
             batch = np.ascontiguousarray(np.stack([checked[r] for r in todo]), dtype=np.int64)
             runtimes, peaks, busys, moved = simulate_compiled(
