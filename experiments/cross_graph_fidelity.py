@@ -2,14 +2,16 @@
 
     python -m experiments.cross_graph_fidelity [--cluster local:2] [--fit rnnlm-tiny synthetic-tiny]
         [--predict keras-transformer tf1-branches synthetic:3 gpt2-tiny keras-branches] [--placements 16]
-        [--reuse RUN [RUN ...]] [--markdown FILE]
+        [--reuse RUN [RUN ...] | --repeat RUN] [--markdown FILE]
 
 1. Every graph (``--fit`` and ``--predict``) gets ``--placements`` random placements (Dirichlet
    spread, seeded) plus one single-worker placement per worker, measured on the real workers of
    ``--cluster`` (one set of workers for all graphs), and one profile of its ops on a single worker
    (:func:`placement_env.calibration.measured_costs`: each op's kernel time from traced steps).
-2. One set of simulator parameters (op-cost scale and per-op overhead per device type, one link) is
-   fitted to the ``--fit`` graphs' measurements pooled (:func:`placement_env.calibration.fit_datasets`).
+2. One set of simulator parameters (op-cost scale and per-op overhead per device type, one link; on
+   ``local:N`` the host transfer's cost per tensor and the step's cost for using a worker besides the
+   session's master, ``HostTransfer.remote_step_s``) is fitted to the ``--fit`` graphs' measurements
+   pooled (:func:`placement_env.calibration.fit_datasets`).
 3. Every graph is predicted with that fit and with the uncalibrated cluster, and scored (Spearman,
    MAPE). The ``--predict`` graphs took no part in the fit (with ``--costs measured``, only their
    single-worker op profile enters their prediction, as an op cost table, never their placements).
@@ -37,8 +39,11 @@ The measurements of one run are written to ``--out`` as JSON; ``--reuse`` refits
 more previous runs without measuring again (each run fitted on its own fit-graph measurements) and
 prints one table: per graph and run, the scores before / after calibration and, for held-out
 graphs, whether they meet the target (Spearman >= 0.9 and MAPE <= 15% after calibration).
-``--markdown`` writes the same table, with the command line, as markdown. Measure on an otherwise
-idle machine.
+``--repeat RUN`` measures a previous run's placements again, each graph's twice in a row, and adds a
+table of how well the two passes agree (Spearman of the second against the first, MAPE): the
+measurement's own noise, which bounds what any model can score on that graph (its file works with
+``--reuse`` like any run's). ``--markdown`` writes the same table, with the command line, as markdown.
+Measure on an otherwise idle machine.
 """
 from __future__ import annotations
 
@@ -175,6 +180,45 @@ def measure_all(names: list[str], cluster, n: int, seed: int, steps: int) -> dic
     return data
 
 
+def measure_again(previous: dict, names: list[str], cluster, steps: int) -> dict:
+    """The placements of a previous run (``previous``: its measurements), each graph's measured twice in a row
+    on one set of workers: ``measured_s`` (first pass, as in a run file) and ``measured_again_s``."""
+    from placement_env.calibration import measured_costs
+    from placement_env.calibration.samples import measure_placements
+    from placement_env.runtime.measured import MeasuredRuntime
+
+    data = {}
+    with MeasuredRuntime(cluster, steps=steps, warmup=steps // 3, timeout_s=120.0) as runtime:
+        for name in names:
+            graph = load_graph(name)
+            placements = np.asarray(previous[name]["placements"], dtype=np.int64)
+            first, second = (measure_placements(graph, placements, runtime, desc=f"measuring {name} ({k})")
+                             for k in ("first pass", "second pass"))
+            profile = measured_costs(graph, cluster, runtime=runtime)
+            data[name] = {"placements": placements.tolist(), "measured_s": first.measured_s.tolist(),
+                          "measured_again_s": second.measured_s.tolist(),
+                          "failures": first.failures, "op_seconds": profile.seconds.tolist()}
+    return data
+
+
+def retest_table(data: dict) -> str:
+    """How well a graph's step times agree with themselves, measured twice in a row: the ceiling of any
+    model's Spearman and the floor of its MAPE on that graph (a model predicting one pass exactly would
+    score this against the other)."""
+    from placement_env.calibration.scores import fidelity
+
+    lines = ["| graph | placements | measured (ms) | Spearman, second pass against first | MAPE | largest difference |",
+             "|---|---|---|---|---|---|"]
+    for name, entry in data.items():
+        first, second = np.asarray(entry["measured_s"]), np.asarray(entry["measured_again_s"])
+        agree = fidelity(second, first)
+        ok = np.isfinite(first) & np.isfinite(second)
+        worst = float(np.max(np.abs(second[ok] / first[ok] - 1))) if ok.any() else float("nan")
+        lines.append(f"| {name} | {agree['n']} | {np.nanmin(first) * 1e3:.2f}-{np.nanmax(first) * 1e3:.2f} "
+                     f"| {agree['spearman']:.2f} | {agree['mape']:.1%} | {worst:.0%} |")
+    return "\n".join(lines)
+
+
 def role(name: str, fit_names: Sequence[str]) -> str:
     """"fit", "held out", or "held out, same family" when a fit graph comes from the same builder."""
     if name in fit_names:
@@ -197,7 +241,8 @@ def score(fit_names: list[str], names: list[str], cluster, data: dict, costs: st
         op_costs = (OpCosts(data[name]["op_seconds"], source=f"measured on {cluster.name}")  # kernel times
                     if costs == "measured" else analytical_costs(graph, cluster))
         datasets[name] = measured_dataset(graph, cluster, op_costs, data[name]["placements"], data[name]["measured_s"])
-    fit = fit_datasets([datasets[n] for n in fit_names], cluster, host_bandwidth=host_bandwidth, fit_scale=fit_scale)
+    fit = fit_datasets([datasets[n] for n in fit_names], cluster, host_bandwidth=host_bandwidth, fit_scale=fit_scale,
+                       fit_remote_step=cluster.host_transfer is not None)
     rows = []
     for name in names:
         scored = score_graph(datasets[name], cluster, fit)
@@ -224,7 +269,8 @@ def fit_line(fit: dict) -> str:
     transfer = (f"link {fit['bandwidth'] / 1e9:.3g} GB/s and {fit['latency_s'] * 1e6:.0f} us per transfer"
                 if host is None else
                 f"link {fit['latency_s'] * 1e6:.0f} us per transfer, and at each end {host['per_tensor_s'] * 1e6:.0f} "
-                f"us + bytes at {host['bandwidth'] / 1e9:.3g} GB/s of the worker's CPU")
+                f"us + bytes at {host['bandwidth'] / 1e9:.3g} GB/s of the worker's CPU, and "
+                f"{host.get('remote_step_s', 0.0) * 1e6:.0f} us per step that uses worker 1")
     return f"scale {fit['scale'][0]:.3g}, per-op overhead {fit['overhead_s'][0] * 1e6:.1f} us, " + transfer
 
 
@@ -273,6 +319,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                              "the worker's own op times; only the executor's per-op overhead is fitted) or fit a scale")
     parser.add_argument("--reuse", nargs="+", default=[], metavar="RUN",
                         help="previous --out files (one per run): refit and rescore each without measuring")
+    parser.add_argument("--repeat", metavar="RUN",
+                        help="a previous --out file: measure its placements again, each graph's twice in a row, "
+                             "and print how well the two passes agree (written to --out, usable with --reuse)")
     parser.add_argument("--link-runs", nargs="+", default=[], metavar="FILE",
                         help="link microbenchmark results (experiments.link_microbenchmark --out): the host "
                              "transfer's bandwidth comes from their large tensors instead of the fit")
@@ -298,6 +347,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             missing = [n for n in names if n not in data]
             if missing:
                 parser.error(f"--reuse {path} has no measurements of {missing}; it has {sorted(data)}")
+    elif args.repeat:
+        previous = json.loads(Path(args.repeat).read_text())["measurements"]
+        missing = [n for n in names if n not in previous]
+        if missing:
+            parser.error(f"--repeat {args.repeat} has no measurements of {missing}; it has {sorted(previous)}")
+        runs = [measure_again(previous, names, cluster, args.steps)]
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps({"cluster": args.cluster, "command": command, "measurements": runs[0]}))
     else:
         runs = [measure_all(names, cluster, args.placements, args.seed, args.steps)]
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
@@ -313,6 +370,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = table([score(args.fit, names, cluster, data, args.costs, host_bandwidth, fit_scale) for data in runs])
     sources = args.reuse or [args.out]
     text = "\n".join(f"Run {k}: `{path}`." for k, path in enumerate(sources, 1)) + "\n\n" + text
+    repeated = [data for data in runs if all("measured_again_s" in entry for entry in data.values())]
+    for k, data in enumerate(repeated, 1):
+        text += f"\n\nEach graph's placements measured twice in a row ({k}):\n\n" + retest_table(data)
     print(text)
     if args.markdown:
         Path(args.markdown).parent.mkdir(parents=True, exist_ok=True)

@@ -90,8 +90,10 @@ def test_host_transfer_json_round_trip_and_bad_values():
         ({"per_tensor_s": -1e-4, "bandwidth": 1e9}, r"host_transfer.per_tensor_s = -0.0001: must be a finite number of seconds >= 0"),
         ({"per_tensor_s": 1e-4, "bandwidth": 0}, r"host_transfer.bandwidth = 0: must be a positive number of bytes/s"),
         ({"per_tensor_s": 1e-4, "bandwidth": "fast"}, r'host_transfer.bandwidth = "fast"'),
-        ({"per_tensor_s": 1e-4}, r'exactly the keys "per_tensor_s" \(seconds >= 0\) and "bandwidth"'),
-        ({"per_tensor_s": 1e-4, "bandwidth": 1e9, "latency": 1}, r"exactly the keys"),
+        ({"per_tensor_s": 1e-4}, r'the keys "per_tensor_s" \(seconds >= 0\) and "bandwidth" \(bytes/s > 0\), and '
+                                  r'optionally "remote_step_s"'),
+        ({"per_tensor_s": 1e-4, "bandwidth": 1e9, "latency": 1}, r"optionally \"remote_step_s\""),
+        ({"per_tensor_s": 1e-4, "bandwidth": 1e9, "remote_step_s": -1}, r"host_transfer.remote_step_s = -1: must be"),
         (True, r"host_transfer = true: must be a JSON object"),
     ]:
         with pytest.raises(ClusterConfigError, match=message):
@@ -99,6 +101,46 @@ def test_host_transfer_json_round_trip_and_bad_values():
     gpus = make_cluster(("CPU", "GPU")).to_dict()
     with pytest.raises(ClusterConfigError, match=r'absent on a cluster with a GPU \(device "gpu:1"\)'):
         Cluster.from_dict({**gpus, "host_transfer": {"per_tensor_s": 1e-4, "bandwidth": 1e9}})
+
+
+def test_remote_step_is_in_the_json_only_when_set():
+    with_step = cpus(host=HostTransfer(0.01, 1e9, remote_step_s=0.002))
+    assert with_step.to_dict()["host_transfer"] == {"per_tensor_s": 0.01, "bandwidth": 1e9, "remote_step_s": 0.002}
+    assert Cluster.from_json(with_step.to_json()) == with_step
+    assert with_step.digest != cpus().digest
+    assert "remote_step_s" not in cpus().to_dict()["host_transfer"]  # unset: the JSON (and digest) of before
+
+
+def test_a_step_that_uses_a_worker_besides_the_master_pays_the_remote_step_once():
+    g, costs = sender_with_a_local_successor()
+    step = 0.005
+    remote = cpus(host=HostTransfer(0.01, 1e9, remote_step_s=step))
+    for placement in ([0, 0, 0], [1, 1, 1], [0, 1, 0], [1, 0, 1]):
+        without = simulate(g, cpus(), costs, placement).runtime_s
+        expected = without + (step if max(placement) > 0 else 0.0)  # all on device 0 (the master): none
+        assert simulate(g, remote, costs, placement).runtime_s == pytest.approx(expected)
+    placements = np.array([[0, 0, 0], [1, 1, 1], [0, 1, 0]])
+    assert [m.runtime_s for m in simulate_batch(g, remote, costs, placements)] == [
+        simulate(g, remote, costs, p).runtime_s for p in placements]
+
+
+def test_the_fit_recovers_a_remote_step_from_step_times_it_made():
+    from placement_env.calibration import fit_datasets
+    from placement_env.calibration.fit import Dataset
+
+    rng = np.random.default_rng(1)
+    n = 24
+    edges = [(i, j, 0, 50_000) for i in range(n) for j in (i + 1, i + 3) if j < n]
+    g = make_graph(n, edges, outputs=[[50_000]] * n)
+    base = seconds(rng.uniform(1e-4, 1e-3, n), 2)
+    truth = cpus(host=HostTransfer(2e-4, 1e9, remote_step_s=1e-3))
+    placements = np.vstack([rng.integers(0, 2, (30, n)), np.zeros((1, n), int), np.ones((1, n), int)])
+    measured = np.array([m.runtime_s for m in simulate_batch(g, truth, base, placements)])
+    start = cpus(host=HostTransfer(5e-5, 1e9))
+    fit = fit_datasets([Dataset(g, base, placements, measured)], start, fit_scale=False, fit_overhead=False,
+                       overhead0=1e-9, host_bandwidth=1e9, fit_remote_step=True)
+    assert fit.host_transfer.remote_step_s == pytest.approx(1e-3, rel=0.05)
+    assert fit.host_transfer.per_tensor_s == pytest.approx(2e-4, rel=0.05)
 
 
 def test_local_workers_pay_host_transfers_and_the_gpu_presets_do_not():

@@ -5,9 +5,9 @@ and one per-op ``overhead`` per device type (devices with equal :func:`~placemen
 share them; all workers of a ``local:N`` cluster are one type), and every link between distinct
 devices has one ``bandwidth`` and ``latency``. On a cluster with a ``host_transfer`` (CPU worker
 processes, where moving a tensor is CPU work on both ends) the transfer parameters are instead the
-link ``latency`` and the host transfer's ``per_tensor_s`` and ``bandwidth``; the link keeps its
-bandwidth, since every per-byte cost is then the workers' own copying. :func:`fit_simulator` minimises the mean squared
-log-ratio ``log(simulated / measured)`` over the measured placements: Nelder-Mead on the log
+link ``latency`` and the host transfer's ``per_tensor_s`` and ``bandwidth`` (and, asked for, ``remote_step_s``);
+the link keeps its bandwidth, since every per-byte cost is then the workers' own copying.
+:func:`fit_simulator` minimises the mean squared log-ratio ``log(simulated / measured)`` over the measured placements: Nelder-Mead on the log
 parameters, restarted from the best points of a coarse random grid, because the simulated time is
 only piecewise smooth in the parameters (the event order changes).
 """
@@ -37,6 +37,7 @@ _BANDWIDTH_RANGE = (1e5, 1e12)  # bytes/s
 _LATENCY_RANGE_S = (1e-8, 1.0)
 _HOST_TENSOR_RANGE_S = (1e-8, 1e-2)  # CPU seconds per tensor at each end: from nothing to 10 ms
 _HOST_BANDWIDTH_RANGE = (1e6, 1e11)  # bytes/s one thread copies: from 1 MB/s to beyond any memcpy
+_REMOTE_STEP_RANGE_S = (1e-7, 1e-1)  # a step's RPC to a worker besides the master: from nothing to 100 ms
 
 
 def device_types(cluster: Cluster) -> np.ndarray:
@@ -98,7 +99,8 @@ class _Parameters:
 
     The free ones are packed, as logarithms, into the vector the optimiser moves: first the
     scales, then the overheads, then the transfer parameters: log bandwidth and log latency, or
-    with a ``host`` transfer log latency, log per-tensor seconds and log host bandwidth.
+    with a ``host`` transfer log latency, log per-tensor seconds, log host bandwidth and log
+    remote-step seconds (those of them that are free).
     """
 
     scale: np.ndarray  # [n_types]
@@ -110,6 +112,7 @@ class _Parameters:
     fit_links: bool
     host: HostTransfer | None = None
     fit_host_bandwidth: bool = True
+    fit_remote_step: bool = False
 
     def _transfer_values(self) -> list[tuple[float, tuple[float, float]]]:
         """The free transfer parameters with their bounds, in packing order."""
@@ -118,7 +121,8 @@ class _Parameters:
         if self.host is None:
             return [(self.bandwidth, _BANDWIDTH_RANGE), (self.latency, _LATENCY_RANGE_S)]
         values = [(self.latency, _LATENCY_RANGE_S), (max(self.host.per_tensor_s, 1e-7), _HOST_TENSOR_RANGE_S)]
-        return values + [(self.host.bandwidth, _HOST_BANDWIDTH_RANGE)] * self.fit_host_bandwidth
+        values += [(self.host.bandwidth, _HOST_BANDWIDTH_RANGE)] * self.fit_host_bandwidth
+        return values + [(max(self.host.remote_step_s, 1e-4), _REMOTE_STEP_RANGE_S)] * self.fit_remote_step
 
     def pack(self) -> np.ndarray:
         x0 = []
@@ -148,7 +152,8 @@ class _Parameters:
         if self.host is None:
             return scale, over, values[0], values[1], None
         bandwidth = values[2] if self.fit_host_bandwidth else self.host.bandwidth
-        return scale, over, self.bandwidth, values[0], HostTransfer(values[1], bandwidth)
+        remote_step = values[-1] if self.fit_remote_step else self.host.remote_step_s
+        return scale, over, self.bandwidth, values[0], HostTransfer(values[1], bandwidth, remote_step)
 
 
 def _starting_point(cluster: Cluster, types: np.ndarray, start: tuple[np.ndarray, float, float] | None,
@@ -268,23 +273,27 @@ def fit_simulator(graph: OpGraph, cluster: Cluster, base_seconds: np.ndarray, pl
 def fit_datasets(datasets: list[Dataset], cluster: Cluster, *, fit_scale: bool = True, fit_overhead: bool = True,
                  fit_links: bool = True, overhead0: float = 2e-6,
                  start: tuple[np.ndarray, float, float] | None = None, max_evaluations: int = 300,
-                 grid_points: int = 48, restarts: int = 3, host_bandwidth: float | None = None) -> FitResult:
+                 grid_points: int = 48, restarts: int = 3, host_bandwidth: float | None = None,
+                 fit_remote_step: bool = False) -> FitResult:
     """:func:`fit_simulator` on the measured placements of several graphs at once (one set of
     parameters for all): the loss pools every placement of every dataset. Graphs whose step times
     are mostly per-op overhead and graphs whose step times are mostly compute or transfers then pin
     down different parameters, which one graph alone cannot tell apart.
 
     ``host_bandwidth``: on a cluster with a host transfer, its bandwidth measured elsewhere (e.g.
-    :func:`host_bandwidth_from_links`, from large tensors alone) and kept, not fitted."""
+    :func:`host_bandwidth_from_links`, from large tensors alone) and kept, not fitted. ``fit_remote_step``: also
+    fit the host transfer's ``remote_step_s`` (what a step costs for using a worker besides device 0, the
+    session's master); off, the cluster's is kept."""
     if not datasets:
         raise ValueError("fit_datasets needs at least one Dataset")
     types = device_types(cluster)
     host = cluster.host_transfer
     if host is not None and host_bandwidth is not None:
-        host = HostTransfer(host.per_tensor_s, host_bandwidth)
+        host = dataclasses.replace(host, bandwidth=host_bandwidth)
     parameters = _Parameters(*_starting_point(cluster, types, start, overhead0), fit_scale=fit_scale,
                              fit_overhead=fit_overhead, fit_links=fit_links, host=host,
-                             fit_host_bandwidth=host_bandwidth is None)
+                             fit_host_bandwidth=host_bandwidth is None,
+                             fit_remote_step=fit_remote_step and host is not None)
     objective = _Objective(list(datasets), cluster, types, parameters)
     x0 = parameters.pack()
     best_x, best_loss = x0, None

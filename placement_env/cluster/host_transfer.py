@@ -13,6 +13,12 @@ round trip), then a receive task on its destination's lanes, each ``per_tensor_s
 bandwidth`` seconds of one thread. The two ends get one value because the step times that a fit
 sees cannot tell them apart. Only clusters of CPU devices take it: a GPU's copies run on copy
 engines beside its compute stream.
+
+``remote_step_s``: what a step costs once for involving any worker besides the session's master,
+device 0 (the worker a ``local:N`` session connects to): the master runs each other worker's partition
+by a ``RunGraph`` RPC (master_session.cc, ``RunPartitions``), which carries the step's feeds to it and
+whose reply the step waits for, while its own partition runs in process. The simulator adds it to the
+step time of every placement that puts an op on a device other than 0.
 """
 from __future__ import annotations
 
@@ -23,6 +29,7 @@ from typing import Any
 from .checks import bad, bytes_per_s, seconds
 
 HOST_TRANSFER_KEYS = ("per_tensor_s", "bandwidth")
+OPTIONAL_KEYS = ("remote_step_s",)
 
 
 @dataclass(frozen=True)
@@ -31,26 +38,34 @@ class HostTransfer:
 
     per_tensor_s: float
     bandwidth: float  # bytes/s one thread encodes or decodes (socket copy included)
+    remote_step_s: float = 0.0  # once per step that runs ops on a worker other than the master (device 0)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "per_tensor_s", seconds(self.per_tensor_s, "host_transfer.per_tensor_s"))
         object.__setattr__(self, "bandwidth", bytes_per_s(self.bandwidth, "host_transfer.bandwidth"))
+        object.__setattr__(self, "remote_step_s", seconds(self.remote_step_s, "host_transfer.remote_step_s"))
 
     def seconds(self, n_bytes: float) -> float:
         """One end's CPU seconds for a tensor of ``n_bytes``."""
         return self.per_tensor_s + n_bytes / self.bandwidth
 
     def to_dict(self) -> dict[str, float]:
-        return {"per_tensor_s": self.per_tensor_s, "bandwidth": self.bandwidth}
+        """The JSON form; ``remote_step_s`` only when set (so clusters without it keep their digest)."""
+        out = {"per_tensor_s": self.per_tensor_s, "bandwidth": self.bandwidth}
+        if self.remote_step_s:
+            out["remote_step_s"] = self.remote_step_s
+        return out
 
     @classmethod
     def from_dict(cls, raw: object) -> HostTransfer:
-        """From the JSON form ``{"per_tensor_s": ..., "bandwidth": ...}``; a clear error for anything else."""
-        if not isinstance(raw, Mapping) or set(raw) != set(HOST_TRANSFER_KEYS):
+        """From the JSON form ``{"per_tensor_s": ..., "bandwidth": ...[, "remote_step_s": ...]}``; a clear error
+        for anything else."""
+        if (not isinstance(raw, Mapping) or not set(HOST_TRANSFER_KEYS) <= set(raw)
+                or not set(raw) <= set(HOST_TRANSFER_KEYS + OPTIONAL_KEYS)):
             raise bad("host_transfer", raw if not isinstance(raw, Mapping) else dict(raw),
-                      'a JSON object with exactly the keys "per_tensor_s" (seconds >= 0) and "bandwidth" '
-                      "(bytes/s > 0)")
-        return cls(raw["per_tensor_s"], raw["bandwidth"])
+                      'a JSON object with the keys "per_tensor_s" (seconds >= 0) and "bandwidth" (bytes/s > 0), '
+                      'and optionally "remote_step_s" (seconds >= 0)')
+        return cls(raw["per_tensor_s"], raw["bandwidth"], raw.get("remote_step_s", 0.0))
 
 
 def check_host_transfer(value: Any, device_kinds: list[str], device_names: list[str]) -> HostTransfer | None:

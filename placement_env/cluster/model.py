@@ -289,6 +289,9 @@ class Cluster:
         if self.host_transfer is not None:
             lines.append(f"  each end of a cross-device tensor: {self.host_transfer.per_tensor_s * 1e6:.1f} us + bytes at "
                          f"{self.host_transfer.bandwidth / 1e9:.3g} GB/s of its CPU (host transfer)")
+            if self.host_transfer.remote_step_s:
+                lines.append(f"  a step with ops off {self.devices[0].name} (the session's master): "
+                             f"{self.host_transfer.remote_step_s * 1e6:.1f} us more (its RunGraph RPC)")
         if self.buffer_forwarding:
             lines.append("  views and variable reads share their input's buffer (TF's buffer forwarding)")
         if self.accumulate_sums:

@@ -198,8 +198,10 @@ class SimulationPlan:
         self.transfer_overhead = float(cluster.transfer_overhead_s)
         self.copy_stream = copy_stream_per_pair(cluster)
         host = cluster.host_transfer
-        # [seconds per tensor, seconds per byte] of a host transfer's send and receive tasks; empty: none
-        self.host_cost = np.array([host.per_tensor_s, 1.0 / host.bandwidth] if host is not None else [], np.float64)
+        # [seconds per tensor, seconds per byte] of a host transfer's send and receive tasks, then the step's cost
+        # for involving a worker besides device 0; empty: none
+        self.host_cost = np.array([host.per_tensor_s, 1.0 / host.bandwidth, host.remote_step_s]
+                                  if host is not None else [], np.float64)
         self.capacity = cluster.memory_bytes.astype(np.int64)
         self.is_sum = self._sums(graph) if cluster.accumulate_sums else np.zeros(n, np.bool_)
         self.ready_fifo = cluster.ready_fifo

@@ -53,7 +53,8 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
     A sum (``is_sum``) placed on a device with ``accumulating`` true allocates its output when its
     first data input arrives and frees each input as soon as it arrives (it is added in at once).
 
-    With a ``host_cost`` (seconds per tensor and per byte of a host transfer; empty: none), every
+    With a ``host_cost`` (seconds per tensor and per byte of a host transfer, then the step's cost for any op off
+    device 0, added to the makespan; empty: none), every
     transfer is also CPU work on both ends: a send task on its source device before the
     interconnect and a receive task on its destination after it, each
     ``host_fixed + bytes * host_per_byte`` seconds of one lane. Tasks wait in the devices' ready
@@ -506,6 +507,12 @@ def simulate_core(dev, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_
                                          slot_tid, out_refs, t_refs, t_bytes, out_forward_slot, mem, peak, record,
                                          mem_time, mem_trace, n_notes, now)
                     k = slot_next[k]
+
+    if host_on and host_cost[2] > 0.0:  # the master's RunGraph RPC to another worker (HostTransfer.remote_step_s)
+        for i in range(n):
+            if dev[i] != 0:
+                makespan += host_cost[2]
+                break
 
     return (makespan, peak, busy, bytes_moved, started, op_start, op_end,
             t_src[:n_t].copy(), t_out[:n_t].copy(), t_sdev[:n_t].copy(), t_ddev[:n_t].copy(), t_start, t_end,
