@@ -160,7 +160,8 @@ def test_a_dying_worker_costs_its_own_row_only_and_a_rerun_redoes_it(tmp_path):
 
 def test_ctrl_c_stops_the_workers_keeps_the_rows_and_a_rerun_resumes(serial, tmp_path):
     path = tmp_path / "r.jsonl"
-    methods = ["single_gpu", "test_distributed_harness:sleeps@seconds=0.5"]
+    # each sleep long enough that Ctrl-C lands mid-run even on a loaded machine
+    methods = ["single_gpu", "test_distributed_harness:sleeps@seconds=2"]
     command = [sys.executable, "-m", "placement_env", "run", "--suite", "tiny", "--methods", *methods, "--budget",
                str(BUDGET), "--seeds", *map(str, SEEDS), "--workers", "2", "-o", str(path)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests")]))
