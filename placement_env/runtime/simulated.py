@@ -76,7 +76,7 @@ from ..errors import InvalidPlacementError
 from ..opgraph import BUFFER_FORWARDING_OPS, OpGraph
 from ..placement import Measurement, allowed_devices, check_placement, kernel_violations
 from ..schedule import Schedule
-from .simulator_batch import DEVICE_INDEX, simulate_many, simulate_many_parallel, simulate_step, simulate_step_recorded
+from .simulator_batch import DEVICE_INDEX, simulate_many, simulate_many_parallel, simulate_step_recorded
 
 __all__ = ["SIMULATOR_VERSION", "VERSION_CHANGES", "SimulationPlan", "check_threads", "copy_stream_per_pair",
            "model_changed_since", "simulate", "simulate_batch", "simulate_compiled", "plan_for"]
@@ -242,7 +242,7 @@ class SimulationPlan:
 
     def core_arguments(self) -> tuple:
         """The compiled loop's placement-independent arguments, in its order after the device and capacity:
-        ``simulate_step(dev, capacity, *these)``, ``simulate_many(placements, group, capacity, *these)``."""
+        ``simulate_step_recorded(dev, capacity, *these)``, ``simulate_many(placements, group, capacity, *these)``."""
         return (self.op_seconds, self.out_ptr, self.edge_dst, self.edge_gout, self.edge_bytes, self.in_ptr,
                 self.edge_slot, self.slot_gout, self.slot_dst, self.output_ptr, self.output_bytes, self.op_output_bytes,
                 self.forward_slot, self.out_forward_slot, self.persistent, self.concurrency, self.op_share,
@@ -285,18 +285,19 @@ class SimulationPlan:
         placement = check_placement(self.graph, self.cluster, placement)
         if not self._allowed[self._allowed_row + placement].all():
             return self._no_kernel(placement, kernel_violations(self.graph, self.cluster, placement))
+        if not schedule:  # a batch of one: it returns four arrays, where the recorded step returns sixteen
+            runtimes, peaks, busys, moved = simulate_many(placement[None, :], self.group, self.capacity,
+                                                          *self.core_arguments())
+            return self._measurement(placement, runtimes[0], peaks[0], busys[0], moved[0])
         dev = placement.astype(DEVICE_INDEX).take(self.group)  # the device of each op
         (makespan, peak, busy, moved, started, op_start, op_end, t_src, t_out, t_sdev, t_ddev, t_start, t_end,
-         t_bytes, mem_time, mem_trace) = (simulate_step_recorded if schedule else simulate_step)(
-            dev, self.capacity, *self.core_arguments())
+         t_bytes, mem_time, mem_trace) = simulate_step_recorded(dev, self.capacity, *self.core_arguments())
         if started != self.graph.n_ops:  # cannot happen for a DAG; guard against corrupt graphs
             raise RuntimeError(f"simulation started {started} of {self.graph.n_ops} ops")
-        timeline = None
-        if schedule:
-            timeline = Schedule(
-                op_device=dev.astype(np.int64), op_start=op_start, op_end=op_end, transfer_src_op=t_src, transfer_output=t_out,
-                transfer_src_device=t_sdev, transfer_dst_device=t_ddev, transfer_start=t_start,
-                transfer_end=t_end, transfer_bytes=t_bytes, memory_time=mem_time, memory_in_use=mem_trace.T)
+        timeline = Schedule(
+            op_device=dev.astype(np.int64), op_start=op_start, op_end=op_end, transfer_src_op=t_src,
+            transfer_output=t_out, transfer_src_device=t_sdev, transfer_dst_device=t_ddev, transfer_start=t_start,
+            transfer_end=t_end, transfer_bytes=t_bytes, memory_time=mem_time, memory_in_use=mem_trace.T)
         return self._measurement(placement, makespan, peak, busy, moved, timeline)
 
     def run_batch(self, placements: Any, *, threads: int = 1) -> list[Measurement]:

@@ -1,7 +1,8 @@
 """The compiled (numba) batch of the simulated runtime: :func:`simulate_many` runs
-:func:`~placement_env.runtime.simulator_core.simulate_core` for many placements in one call (on one
-thread; :func:`simulate_many_parallel` on several; :func:`simulate_step` one placement), and
-:func:`accumulating_devices` decides where a step is rerun with grappler's sum accumulation.
+:func:`~placement_env.runtime.simulator_core.simulate_core` for one or many placements in one call (on
+one thread; :func:`simulate_many_parallel` on several; :func:`simulate_step_recorded` one placement with
+its schedule), and :func:`accumulating_devices` decides where a step is rerun with grappler's sum
+accumulation.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from numba import njit, prange
 from .simulator_core import simulate_core
 
 __all__ = ["DEVICE_INDEX", "accumulating_devices", "simulate_many", "simulate_many_parallel", "simulate_row",
-           "simulate_step", "simulate_step_recorded"]
+           "simulate_step_recorded"]
 
 # The type of a device index per op: int16 (clusters have at most 32,767 devices), so that the device of
 # each op, read at random by the loop, takes a quarter of the cache of int64.
@@ -61,23 +62,12 @@ def _simulate_step(dev, capacity, record, op_seconds, out_ptr, edge_dst, edge_go
 
 
 @njit(cache=True)
-def simulate_step(dev, capacity, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot, slot_gout,
-                  slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot, out_forward_slot, persistent,
-                  concurrency, op_share, latency, route_ptr, route_res, res_bandwidth, res_latency, transfer_overhead,
-                  copy_stream, host_cost, is_sum, ready_fifo):
-    """One step of ``dev`` (device per op) as :func:`simulate_core` returns it, with no record of its schedule."""
-    return _simulate_step(dev, capacity, False, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot,
-                          slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot,
-                          out_forward_slot, persistent, concurrency, op_share, latency, route_ptr, route_res,
-                          res_bandwidth, res_latency, transfer_overhead, copy_stream, host_cost, is_sum, ready_fifo)
-
-
-@njit(cache=True)
 def simulate_step_recorded(dev, capacity, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot,
                            slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot,
                            out_forward_slot, persistent, concurrency, op_share, latency, route_ptr, route_res,
                            res_bandwidth, res_latency, transfer_overhead, copy_stream, host_cost, is_sum, ready_fifo):
-    """:func:`simulate_step` with the record of the schedule and the memory timeline."""
+    """One step of ``dev`` (device per op) as :func:`simulate_core` returns it, with the record of its schedule and
+    memory timeline."""
     return _simulate_step(dev, capacity, True, op_seconds, out_ptr, edge_dst, edge_gout, edge_bytes, in_ptr, edge_slot,
                           slot_gout, slot_dst, output_ptr, output_bytes, op_output_bytes, forward_slot,
                           out_forward_slot, persistent, concurrency, op_share, latency, route_ptr, route_res,
