@@ -44,6 +44,7 @@ Semantics (one training step):
   schedule's transfer end is then the end of the receive task. Control edges pay no such task (TF sends
   an empty tensor for each, but modelled as a data tensor's cost it fitted the measured workers worse:
   docs/findings.md).
+  A step with an op off device 0 (the session's master) takes the host transfer's ``remote_step_s`` longer.
 * Memory per device: persistent bytes of the ops placed there for the whole step; each output is
   allocated on its producer's device from the producer's start until the end of its last consumer
   on that device and the end of its last outbound transfer (an output nobody consumes: until its
