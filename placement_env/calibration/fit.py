@@ -7,9 +7,9 @@ devices has one ``bandwidth`` and ``latency``. On a cluster with a ``host_transf
 processes, where moving a tensor is CPU work on both ends) the transfer parameters are instead the
 link ``latency`` and the host transfer's ``per_tensor_s`` and ``bandwidth`` (and, asked for, ``remote_step_s``);
 the link keeps its bandwidth, since every per-byte cost is then the workers' own copying.
-:func:`fit_simulator` minimises the mean squared log-ratio ``log(simulated / measured)`` over the measured placements: Nelder-Mead on the log
-parameters, restarted from the best points of a coarse random grid, because the simulated time is
-only piecewise smooth in the parameters (the event order changes).
+:func:`fit_simulator` minimises the mean squared log-ratio ``log(simulated / measured)`` over the measured
+placements: Nelder-Mead on the log parameters, restarted from the best points of a coarse random grid, because
+the simulated time is only piecewise smooth in the parameters (the event order changes).
 """
 from __future__ import annotations
 

@@ -71,7 +71,8 @@ class PooledCalibration:
             lines += [f"  link            {fit.latency * 1e6:.1f} us per transfer",
                       f"  host transfer   {fit.host_transfer.per_tensor_s * 1e6:.1f} us + bytes at "
                       f"{fit.host_transfer.bandwidth / 1e9:.3g} GB/s{given} of CPU at each end",
-                      f"  remote step     {fit.host_transfer.remote_step_s * 1e6:.1f} us per step with ops off device 0"]
+                      f"  remote step     {fit.host_transfer.remote_step_s * 1e6:.1f} us per step with ops off "
+                      "device 0"]
         heldout = f"   after ({self.folds}-fold held-out)" if self.folds else ""
         lines.append(f"  {'graph':<22} {'n':>3}   before: Spearman / MAPE   after (in-sample){heldout}")
         for g in self.graphs:

@@ -84,7 +84,8 @@ class Calibration:
             f"{np.median(self.original.latency[off]) * 1e6:.1f} us)" if off.any() else "",
             f"  host transfer           {fit.host_transfer.per_tensor_s * 1e6:.1f} us + bytes at "
             f"{fit.host_transfer.bandwidth / 1e9:.3g} GB/s of CPU at each end, "
-            f"{fit.host_transfer.remote_step_s * 1e6:.1f} us per step off device 0" if fit.host_transfer is not None else "",
+            f"{fit.host_transfer.remote_step_s * 1e6:.1f} us per step off device 0"
+            if fit.host_transfer is not None else "",
             _fidelity_row("before calibration", self.before),
             _fidelity_row("after (in-sample)", self.after),
         ]
