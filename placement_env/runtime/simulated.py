@@ -75,7 +75,7 @@ from ..cluster import Cluster
 from ..derived import DERIVED
 from ..errors import InvalidPlacementError
 from ..opgraph import BUFFER_FORWARDING_OPS, OpGraph
-from ..placement import Measurement, allowed_devices, check_placement, kernel_violations
+from ..placement import Measurement, allowed_devices, check_placement
 from ..schedule import Schedule
 from .simulator_batch import DEVICE_INDEX, simulate_many, simulate_many_parallel, simulate_step_recorded
 
@@ -281,11 +281,16 @@ class SimulationPlan:
                            peak_bytes=np.asarray(peak, np.int64).copy(), busy_s=np.asarray(busy, np.float64).copy(),
                            bytes_moved=int(moved), placement=placement, runtime="sim", schedule=schedule)
 
+    def _kernel_violations(self, placement: np.ndarray) -> np.ndarray:
+        """:func:`~placement_env.placement.kernel_violations` of a checked placement, from the plan's mask."""
+        return np.flatnonzero(~self._allowed[self._allowed_row + placement])
+
     def run(self, placement: Any, *, schedule: bool = False) -> Measurement:
         """Simulate one step of ``placement`` (one device per group); ``schedule=True`` records its Schedule."""
         placement = check_placement(self.graph, self.cluster, placement)
-        if not self._allowed[self._allowed_row + placement].all():
-            return self._no_kernel(placement, kernel_violations(self.graph, self.cluster, placement))
+        bad = self._kernel_violations(placement)
+        if bad.size:
+            return self._no_kernel(placement, bad)
         if not schedule:  # a batch of one: it returns four arrays, where the recorded step returns sixteen
             runtimes, peaks, busys, moved = simulate_many(placement[None, :], self.group, self.capacity,
                                                           *self.core_arguments())
@@ -313,10 +318,11 @@ class SimulationPlan:
         results: list[Measurement | None] = [None] * len(checked)
         todo = []
         for r, placement in enumerate(checked):
-            if self._allowed[self._allowed_row + placement].all():
-                todo.append(r)
+            bad = self._kernel_violations(placement)
+            if bad.size:
+                results[r] = self._no_kernel(placement, bad)
             else:
-                results[r] = self._no_kernel(placement, kernel_violations(self.graph, self.cluster, placement))
+                todo.append(r)
         if todo:
             batch = np.ascontiguousarray(np.stack([checked[r] for r in todo]), dtype=np.int64)
             runtimes, peaks, busys, moved = simulate_compiled(
