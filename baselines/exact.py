@@ -1,11 +1,13 @@
-"""``cp_sat``: the placement CP-SAT finds on the relaxed model of placement and schedule (``pe.solve_exact``).
+"""``cp_sat``: the placement CP-SAT finds on a model of placement and schedule (``pe.solve_exact``).
 
 The solver starts from ``start`` (the best zero-budget heuristic, as the warm searches do, or the fastest single
-device) and works for ``time_limit_s`` seconds on ``workers`` threads. It optimises the relaxed model, which
-leaves out queueing on links and streams, the executor's order and memory other than variables
-(``docs/optimality.md``), so its placements run slower in the simulator than in the model; the method evaluates
+device) and works for ``time_limit_s`` seconds on ``workers`` threads. It optimises ``model``: the relaxed model
+of ops (the default), which leaves out queueing on links and streams, the executor's order and memory other than
+variables, or the block model, which runs each group's ops at one level (and in one of ``slices`` parts of the
+critical path) as one block (``docs/optimality.md``);
+neither is the simulator, so its placements run differently there than in the model; the method evaluates
 the solver's placements, the last found first, while its budget of evaluations lasts, and returns the fastest that
-ran (the start when none beat it). The row records the solver's makespan of its last placement, its proven bound
+ran (the start when none beat it). The row records the model, the solver's makespan of its last placement, its proven bound
 and status, and its seconds (``method_info``).
 """
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from placement_env import Problem, solve_exact
+from placement_env.exact.solve import Model
 
 from .search import Scores, Start, check_start, search_budget, start_placement
 
@@ -20,14 +23,14 @@ __all__ = ["cp_sat"]
 
 
 def cp_sat(problem: Problem, *, time_limit_s: float = 60.0, start: Start = "best_heuristic",
-           workers: int = 1) -> np.ndarray:
+           workers: int = 1, model: Model = "relaxed", slices: int = 1) -> np.ndarray:
     """The fastest of the start and CP-SAT's placements of the relaxed model, as the simulator runs them."""
     check_start(start)
     scores = Scores(problem, search_budget(problem, "cp_sat"))
     first = start_placement(problem, scores, start)
     result = solve_exact(problem.graph, problem.cluster, problem.costs, time_limit_s=time_limit_s, start=first,
-                         workers=workers)
-    problem.record(solver_status=result.status, solver_makespan_s=result.makespan_s if result.placement is not None
+                         workers=workers, model=model, slices=slices)
+    problem.record(solver_model=model if model == "relaxed" else f"blocks/{slices}", solver_status=result.status, solver_makespan_s=result.makespan_s if result.placement is not None
                    else None, solver_bound_s=result.bound_s if np.isfinite(result.bound_s) else None,
                    solver_s=round(result.solver_s, 3), solver_solutions=len(result.solutions))
     candidates = list(reversed(result.solutions))

@@ -3,6 +3,7 @@ small tasks, and the check that no simulated placement ever beats a bound (docs/
 
     python -m experiments.optimality bounds [--time-limit 60]     # paper tasks, ideal and as-built machines
     python -m experiments.optimality small [--time-limit 60]      # tiny and small tasks: bounds, CP-SAT, search
+    python -m experiments.optimality blocks [--time-limit 60 --workers 8]  # the same tasks on the block model
     python -m experiments.optimality orders [--time-limit 90]     # the best order of each best known placement
     python -m experiments.optimality check [--placements 1000000] # stored rows, random and search placements
     python -m experiments.optimality table                        # the tables of docs/optimality.md
@@ -119,6 +120,34 @@ def small(time_limit_s: float) -> None:
         if np.prod(allowed.sum(axis=1).astype(float)) <= ENUMERATE_UP_TO:
             row["optimum_s"], row["enumerated"] = _enumerated_optimum(evaluator, allowed)
         _append(path, row)
+
+
+def blocks(time_limit_s: float, workers: int) -> None:
+    """Per small task: CP-SAT on the block model (``pe.solve_exact(..., model="blocks")``) from warm annealing's
+    placement at 1,000 evaluations, on ``workers`` threads: its status, makespan and bound, and its placement's
+    simulated time beside annealing's; into docs/optimality/blocks.jsonl."""
+    path = OUT / "blocks.jsonl"
+    done = {row["task"] for row in _lines(path)}
+    for task in tqdm([t for t in small_tasks() if t.name not in done], desc="block model"):
+        graph, cluster = _graph(task), pe.load_cluster(task.cluster)
+        evaluator = pe.Evaluator(graph, cluster)
+        problem = pe.Problem.make(graph, cluster, budget=1000, evaluator=evaluator)
+        search = evaluator(pe.solve("simulated_annealing_warm", problem).placement)
+        started = time.perf_counter()
+        exact = pe.solve_exact(graph, cluster, evaluator.costs, time_limit_s=time_limit_s, model="blocks",
+                               start=search.placement if search.ok else None, workers=workers)
+        placed = evaluator(exact.placement) if exact.placement is not None else None
+        _append(path, {"task": task.name, "groups": graph.n_groups, "ops": graph.n_ops,
+                       "blocks": int(block_count(graph, cluster, evaluator.costs.seconds)), "workers": workers,
+                       "status": exact.status, "bound_s": exact.bound_s, "makespan_s": exact.makespan_s,
+                       "solver_s": round(exact.solver_s, 2), "wall_s": round(time.perf_counter() - started, 2),
+                       "simulated_s": placed.runtime_s if placed is not None and placed.ok else None,
+                       "annealing_1000_s": search.runtime_s if search.ok else None})
+
+
+def block_count(graph: pe.OpGraph, cluster: pe.Cluster, seconds: np.ndarray) -> int:
+    from placement_env.exact.blocks import blocks as make_blocks
+    return make_blocks(graph, cluster, seconds).n_blocks
 
 
 def _every_placement(allowed: np.ndarray, chunk: int = 50_000) -> Iterator[np.ndarray]:
@@ -271,6 +300,26 @@ def _cp_sat_against_search(found: dict[tuple[str, str, str], dict[str, Any]]) ->
     return lines
 
 
+def _blocks_table(small_rows: list[dict[str, Any]]) -> list[str]:
+    """The block model's rows beside each small task's enumerated optimum and annealing at 1,000."""
+    rows = _lines(OUT / "blocks.jsonl")
+    if not rows:
+        return []
+    optimum = {row["task"]: row.get("optimum_s") for row in small_rows}
+    lines = ["| task | groups | blocks | CP-SAT status (solver s) | model makespan | model bound | its placement, "
+             "simulated | annealing @ 1,000 | optimum (enumerated) | placement vs annealing |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        def cell(value: Any) -> str:
+            return "-" if value is None else f"{value:.4g}"
+        versus = ("-" if row["simulated_s"] is None or row["annealing_1000_s"] is None
+                  else f"{row['simulated_s'] / row['annealing_1000_s'] - 1:+.1%}")
+        lines.append(f"| {row['task']} | {row['groups']} | {row['blocks']} | {row['status']} ({row['solver_s']:.3g}) | "
+                     f"{cell(row['makespan_s'])} | {cell(row['bound_s'])} | {cell(row['simulated_s'])} | "
+                     f"{cell(row['annealing_1000_s'])} | {cell(optimum.get(row['task']))} | {versus} |")
+    return lines
+
+
 def table() -> str:
     """docs/optimality.md's tables from docs/optimality/*.jsonl."""
     best = best_known()
@@ -303,6 +352,7 @@ def table() -> str:
             lines.append("| " + " | ".join([row["task"], str(row["groups"]), cell("optimum_s"), cell("annealing_1000_s"),
                                              cell("cp_sat_simulated_s"), row["cp_sat_status"], cell("cp_sat_makespan_s"),
                                              cell("cp_sat_bound_s"), cell("windows_s"), cell("classic_s")]) + " |")
+    lines += ["", *_blocks_table(small_rows)]
     lines += ["", *_cp_sat_against_search(found)]
     order_rows = _lines(OUT / "orders.jsonl")
     if order_rows:
@@ -324,8 +374,9 @@ def table() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("part", choices=["bounds", "small", "orders", "check", "table"])
+    parser.add_argument("part", choices=["bounds", "small", "blocks", "orders", "check", "table"])
     parser.add_argument("--time-limit", type=float, default=60.0, help="solver seconds per task")
+    parser.add_argument("--workers", type=int, default=8, help="CP-SAT threads (blocks)")
     parser.add_argument("--placements", type=int, default=1_000_000, help="random placements in all (check)")
     args = parser.parse_args()
     OUT.mkdir(parents=True, exist_ok=True)
@@ -333,6 +384,8 @@ def main() -> None:
         bounds(args.time_limit)
     elif args.part == "small":
         small(args.time_limit)
+    elif args.part == "blocks":
+        blocks(args.time_limit, args.workers)
     elif args.part == "orders":
         orders(args.time_limit)
     elif args.part == "check":

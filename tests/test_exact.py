@@ -11,6 +11,7 @@ import pytest
 import placement_env as pe
 from placement_env.errors import ArgumentError, MethodArgumentError, ResultsFormatError, SolverError
 from placement_env.exact import isolated, relax
+from placement_env.exact.blocks import block_model, block_schedule, blocks, levels
 from placement_env.exact.bounds import densest_window, heads_and_tails, window_bound
 from placement_env.exact.relaxation import device_rates, model_schedule
 from placement_env.harness.bounds_file import gap, read_bounds, write_bounds
@@ -91,6 +92,58 @@ def test_the_model_schedule_obeys_the_relaxed_model(small):
     assert ends.max() <= 1_000_001
 
 
+def test_blocks_split_groups_into_a_dag_in_topological_order(small):
+    graph, cluster, evaluator, _, _ = small
+    found = blocks(graph, cluster, evaluator.costs.seconds)
+    assert found.of_op.shape == (graph.n_ops,) and found.n_blocks >= graph.n_groups
+    assert np.array_equal(found.group[found.of_op], graph.group)  # a block holds one group's ops
+    assert np.all(found.edges[:, 0] < found.edges[:, 1])  # every edge goes forward: a DAG, numbered in order
+    level = levels(graph)
+    for b in range(found.n_blocks):
+        assert len(np.unique(level[found.of_op == b])) == 1
+    # a block on a GPU lasts its ops' summed seconds there
+    gpu = int(np.flatnonzero(np.asarray(cluster.concurrency) == 1)[0])
+    assert np.allclose(np.bincount(found.of_op, evaluator.costs.seconds[:, gpu]), found.seconds[:, gpu])
+    # lags: none on one device, a transfer's worth between devices of different groups
+    cross = found.group[found.edges[:, 0]] != found.group[found.edges[:, 1]]
+    assert np.all(found.lag_s[:, np.arange(3), np.arange(3)] == 0) and np.all(found.lag_s[~cross] == 0)
+    assert np.all(found.lag_s[cross][:, 1, 2] >= cluster.transfer_overhead_s)
+
+
+def test_cp_sat_proves_the_block_model_and_no_placement_schedules_below_it(small):
+    graph, cluster, evaluator, every, runtimes = small
+    found = blocks(graph, cluster, evaluator.costs.seconds)
+    list_makespans = np.array([block_schedule(graph, cluster, found, p)[1] for p in every])
+    result = pe.solve_exact(graph, cluster, evaluator.costs, time_limit_s=20, model="blocks", workers=2)
+    assert result.model == "blocks" and result.status == "OPTIMAL"
+    tick = list_makespans.max() / 1_000_000  # the model's ticks round durations down: a tick a block at most
+    assert result.makespan_s <= list_makespans.min() + tick  # a list schedule is one schedule the model admits
+    assert result.makespan_s >= list_makespans.min() * 0.5
+    assert block_schedule(graph, cluster, found, result.placement)[1] >= result.makespan_s - found.n_blocks * tick
+    assert evaluator(result.placement).ok
+    with pytest.raises(ArgumentError, match="'relaxed', 'blocks'"):
+        pe.solve_exact(graph, cluster, evaluator.costs, model="ops")
+
+
+def test_the_block_schedule_obeys_the_block_model(small):
+    graph, cluster, evaluator, every, _ = small
+    found = blocks(graph, cluster, evaluator.costs.seconds)
+    placement = every[len(every) // 3]
+    starts, makespan = block_schedule(graph, cluster, found, placement)
+    model = block_model(graph, cluster, found, makespan)
+    dev = placement[model.group]
+    ticks = np.floor(starts / model.tick_s).astype(np.int64)
+    ends = ticks + model.duration[np.arange(model.n_ops), dev]
+    for k, e in enumerate(model.cross.tolist()):
+        u, v = model.edges[e]
+        assert ticks[v] >= ends[u] + model.lag[k, dev[u], dev[v]]
+    assert np.all(ticks[model.edges[:, 1]] >= ends[model.edges[:, 0]])
+    for d in range(cluster.n_devices):  # one block at a time on every device
+        on = np.flatnonzero(dev == d)
+        order = on[np.argsort(ticks[on])]
+        assert np.all(ticks[order[1:]] >= ends[order[:-1]])
+
+
 def test_a_crashed_solver_process_raises_and_leaves_the_caller_usable(small, monkeypatch):
     graph, cluster, evaluator, _, _ = small
     model = relax(graph, cluster, evaluator.costs.seconds, 1.0)
@@ -115,6 +168,10 @@ def test_cp_sat_method_records_the_solver_and_spends_at_most_its_budget(small):
     assert solution.info["solver_status"] in ("OPTIMAL", "FEASIBLE")
     assert solution.info["solver_bound_s"] <= runtimes.min()
     assert evaluator(solution.placement).runtime_s <= problem.best.runtime_s + 1e-15
+    assert solution.info["solver_model"] == "relaxed"
+    blocked = pe.solve(pe.method("cp_sat", time_limit_s=5, model="blocks"), pe.Problem.make(graph, cluster, budget=6))
+    assert blocked.info["solver_model"] == "blocks/1" and blocked.evaluations <= 6
+    assert evaluator(blocked.placement).ok
 
 
 def test_problem_record_takes_json_scalars_only(small):

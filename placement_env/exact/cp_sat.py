@@ -2,7 +2,7 @@
 
 Variables: per group and allowed device a literal (the group is there), per op a start and an end; per op and
 allowed device an optional interval of the op's duration there, present with its group's literal; the makespan.
-Constraints: one device per group; no overlap on one-lane devices, at most ``lanes`` ops at once on the others,
+Constraints: one device per group; no overlap on one-lane devices, at most ``lanes`` of demand at once on the others,
 and every device's work within its throughput over the makespan; each edge's consumer starting after its producer
 ends, plus the edge's lag for the device pair its groups are on; the persistent bytes within each device's memory.
 Objective: the makespan. The relabellings of alike devices are broken at group 0 (it goes to the first device of its
@@ -27,6 +27,7 @@ from .relaxation import SHARE_SCALE, RelaxedModel
 __all__ = ["ExactResult", "solve_relaxed"]
 
 PAIRWISE_LAGS_MAX = 400_000  # conditional lags per (edge, device pair) past which one lag per edge is kept (the least)
+WINDOW_THRESHOLDS = 8  # head and tail thresholds (quantiles) of the windows added as linear constraints
 LARGE_MODEL_OPS = 2_000  # models of more ops are solved without presolve
 
 
@@ -35,8 +36,9 @@ class ExactResult:
     """What CP-SAT gave on a relaxed model: ``placement`` (device per group; None if it found none),
     ``makespan_s`` (the model's step time of it, never above the simulator's), ``bound_s`` (no placement of the
     model, hence no successful simulated one, is faster), ``status`` (CP-SAT's: OPTIMAL, FEASIBLE, INFEASIBLE
-    or UNKNOWN), ``solver_s`` (wall seconds in the solver) and ``solutions`` (each improving placement found,
-    in order)."""
+    or UNKNOWN), ``solver_s`` (wall seconds in the solver), ``solutions`` (each improving placement found,
+    in order) and ``model`` (which model was solved: ``"relaxed"``, whose bound holds for the simulator, or
+    ``"blocks"``, whose bound holds for the block model only)."""
 
     placement: np.ndarray | None
     makespan_s: float
@@ -44,6 +46,7 @@ class ExactResult:
     status: str
     solver_s: float
     solutions: tuple[np.ndarray, ...] = ()
+    model: str = "relaxed"
 
     @property
     def optimal(self) -> bool:
@@ -61,11 +64,12 @@ def _cp_model() -> Any:
 
 def model_symmetries(cluster: Cluster, model: RelaxedModel) -> np.ndarray:
     """[k, n_devices]: the cluster's relabellings of alike devices (``device_symmetries``) under which every array
-    of ``model`` is unchanged too (durations, lags, memory, lanes), the identity first."""
+    of ``model`` is unchanged too (durations, lags, memory, lanes, demands), the identity first."""
     keep = []
     for perm in device_symmetries(cluster):
         if (np.array_equal(model.duration[:, perm], model.duration) and np.array_equal(model.work[:, perm], model.work)
                 and np.array_equal(model.allowed[:, perm], model.allowed)
+                and np.array_equal(model.demand[:, perm], model.demand)
                 and np.array_equal(model.lag[:, perm][:, :, perm], model.lag)
                 and all(np.array_equal(a[perm], a) for a in (model.capacity, model.lanes, model.throughput))):
             keep.append(perm)
@@ -103,7 +107,7 @@ def solve_relaxed(model: RelaxedModel, symmetries: np.ndarray, *, time_limit_s: 
     # shortest durations, raised by the bound of each op's group mates on its device: one at a time on a one-lane
     # device, at most `lanes` at once on the others (the model's cumulative).
     shortest = np.where(allowed[model.group], model.duration, np.iinfo(np.int64).max).min(axis=1)
-    occupancy = np.where(allowed[model.group], model.duration / model.lanes[None, :], np.inf)
+    occupancy = np.where(allowed[model.group], model.duration * model.demand / model.lanes[None, :], np.inf)
     heads, tails = heads_and_tails((model.edges[:, 0], model.edges[:, 1], model.group), shortest.astype(np.float64),
                                    occupancy)
     head, tail = np.floor(heads + 1e-9).astype(np.int64), np.floor(tails + 1e-9).astype(np.int64)
@@ -125,15 +129,17 @@ def solve_relaxed(model: RelaxedModel, symmetries: np.ndarray, *, time_limit_s: 
     for d in range(n_dev):
         if not on_device[d]:
             continue
+        demands = [int(model.demand[i, d]) for i in range(n) if allowed[model.group[i], d]]
         if model.lanes[d] == 1:
             m.AddNoOverlap(on_device[d])
-        elif len(on_device[d]) > model.lanes[d]:
-            m.AddCumulative(on_device[d], [1] * len(on_device[d]), int(model.lanes[d]))
+        elif sum(demands) > model.lanes[d]:
+            m.AddCumulative(on_device[d], demands, int(model.lanes[d]))
         # the device's work within its throughput over the step (one tick of slack for the rounding of the end)
         m.Add(sum(w * SHARE_SCALE * lit for lit, w in work_on[d] if w)
               <= int(model.throughput[d]) * (makespan + 1))
         m.Add(sum(int(model.persistent[g]) * x[g, d] for g in range(n_groups) if (g, d) in x and model.persistent[g])
               <= int(model.capacity[d]))
+    _window_cuts(m, model, allowed, x, makespan, head, tail)
     _precedences(m, model, allowed, x, start, end)
     has_successor = np.zeros(n, bool)
     has_successor[model.edges[:, 0]] = True
@@ -176,6 +182,29 @@ def solve_relaxed(model: RelaxedModel, symmetries: np.ndarray, *, time_limit_s: 
         bound = float("inf") if name == "INFEASIBLE" else max(0.0, solver.BestObjectiveBound()) * model.tick_s
     return ExactResult(placement=placement, makespan_s=float(value), bound_s=float(bound), status=name,
                        solver_s=solver_s, solutions=tuple(found))
+
+
+def _window_cuts(m: Any, model: RelaxedModel, allowed: np.ndarray, x: dict, makespan: Any, head: np.ndarray,
+                 tail: np.ndarray) -> None:
+    """Claim 2 of docs/optimality.md as linear constraints on the assignment, which the solver's linear relaxation
+    sees (the intervals' no-overlap it does not): for each device and window (head threshold h, tail threshold q,
+    WINDOW_THRESHOLDS of each), the ops placed there with head >= h and tail >= q run inside [h, makespan - q], at
+    most ``lanes`` of demand at once. Every schedule of the model obeys them."""
+    if model.n_ops == 0:
+        return
+    quantiles = np.linspace(0, 1, WINDOW_THRESHOLDS)
+    for h in np.unique(np.quantile(head, quantiles, method="lower")).tolist():
+        for q in np.unique(np.quantile(tail, quantiles, method="lower")).tolist():
+            inside = (head >= h) & (tail >= q)
+            if not inside.any():
+                continue
+            for d in range(model.n_devices):
+                load = np.bincount(model.group[inside], weights=model.duration[inside, d] * model.demand[inside, d],
+                                   minlength=model.n_groups)
+                terms = [(int(load[g]), x[g, d]) for g in np.flatnonzero(load).tolist() if allowed[g, d]]
+                if terms:
+                    lanes = int(model.lanes[d])
+                    m.Add(lanes * makespan >= lanes * int(h + q) + sum(w * lit for w, lit in terms))
 
 
 def _placement(value: Any, x: dict, n_groups: int) -> np.ndarray:

@@ -35,7 +35,7 @@ from ..cluster import Cluster
 from ..opgraph import OpGraph
 from ..placement import allowed_devices
 
-__all__ = ["RelaxedModel", "device_rates", "model_schedule", "relax", "transfer_seconds"]
+__all__ = ["RelaxedModel", "device_rates", "list_schedule", "model_schedule", "relax", "ticks", "transfer_seconds"]
 
 TICKS_PER_HORIZON = 1_000_000  # a horizon of H seconds is cut into this many ticks (rounding costs < 1e-6 H per op)
 SHARE_SCALE = 1000  # a device's throughput share as an integer over this scale (rounded up: still a relaxation)
@@ -46,7 +46,9 @@ class RelaxedModel:
     """The relaxed placement-and-schedule problem of one graph, cluster and op costs, in integer ticks.
 
     ``duration[i, d]``: op ``i``'s shortest time on device ``d``; ``work[i, d]``: its whole-device work there;
-    ``throughput[d]``: the share of ``SHARE_SCALE`` of a device's work per tick; ``lanes[d]``: its concurrency;
+    ``throughput[d]``: the share of ``SHARE_SCALE`` of a device's work per tick; ``lanes[d]``: its capacity (the
+    relaxed model: its concurrency) and ``demand[i, d]``: how much of it op ``i`` holds while it runs there (1 in
+    the relaxed model; a device of capacity 1 with every demand 1 runs one op at a time);
     ``edges``: [k, 2] (producer op, consumer op) of every edge; ``cross``: the edges between different groups, with
     ``lag[k, a, b]`` the shortest delay of cross edge ``k`` with its producer on ``a`` and consumer on ``b``
     (0 when ``a == b``). ``persistent[g]``: group ``g``'s persistent bytes; ``capacity[d]``: device memory.
@@ -60,6 +62,7 @@ class RelaxedModel:
     work: np.ndarray
     throughput: np.ndarray
     lanes: np.ndarray
+    demand: np.ndarray
     edges: np.ndarray
     cross: np.ndarray
     lag: np.ndarray
@@ -86,7 +89,7 @@ def device_rates(cluster: Cluster) -> tuple[np.ndarray, np.ndarray]:
             np.where(shared, np.minimum(1.0, concurrency * op_share), 1.0))
 
 
-def _ticks(seconds: np.ndarray, tick_s: float) -> np.ndarray:
+def ticks(seconds: np.ndarray, tick_s: float) -> np.ndarray:
     """``seconds`` in whole ticks, rounded down (a relaxation never lengthens anything)."""
     return np.floor(np.asarray(seconds, np.float64) / tick_s * (1 - 1e-12)).astype(np.int64)
 
@@ -134,9 +137,10 @@ def relax(graph: OpGraph, cluster: Cluster, op_seconds: np.ndarray, horizon_s: f
     lag = transfer_seconds(cluster, graph.edge_bytes[crossing], graph.edge_src_output[crossing] >= 0)
     return RelaxedModel(
         tick_s=tick, n_groups=graph.n_groups, group=graph.group.astype(np.int64),
-        allowed=allowed_devices(graph, cluster), duration=_ticks(op_seconds / share[None, :], tick),
-        work=_ticks(op_seconds, tick), throughput=throughput.astype(np.int64), lanes=concurrency,
-        edges=np.stack([src, dst], axis=1), cross=crossing, lag=_ticks(lag, tick),
+        allowed=allowed_devices(graph, cluster), duration=ticks(op_seconds / share[None, :], tick),
+        work=ticks(op_seconds, tick), throughput=throughput.astype(np.int64), lanes=concurrency,
+        demand=np.ones((graph.n_ops, cluster.n_devices), np.int64),
+        edges=np.stack([src, dst], axis=1), cross=crossing, lag=ticks(lag, tick),
         persistent=graph.group_persistent_bytes.astype(np.int64), capacity=cluster.memory_bytes.astype(np.int64))
 
 
@@ -154,18 +158,26 @@ def model_schedule(graph: OpGraph, cluster: Cluster, op_seconds: np.ndarray, pla
     lanes = np.maximum(1, np.minimum(np.asarray(cluster.concurrency, np.int64), np.floor(rate / share + 1e-9)))
     duration = op_seconds[np.arange(graph.n_ops), dev] / share[dev]
     src, dst = graph.edge_src.astype(np.int64), graph.edge_dst.astype(np.int64)
+    lag = transfer_seconds(cluster, graph.edge_bytes, graph.edge_src_output >= 0)
+    return list_schedule(duration, dev, lanes, src, dst, lag[np.arange(len(src)), dev[src], dev[dst]])
+
+
+def list_schedule(duration: np.ndarray, device: np.ndarray, lanes: np.ndarray, src: np.ndarray, dst: np.ndarray,
+                  edge_lag: np.ndarray) -> tuple[np.ndarray, float]:
+    """(each task's start, the makespan) when tasks, in index order (a topological order), start as soon as every
+    input has arrived (its producer's end plus the edge's ``edge_lag``) and a lane of their ``device`` is free;
+    ``lanes[d]``: how many tasks device ``d`` runs at once."""
+    n = len(duration)
     order = np.argsort(dst, kind="stable")
-    lag = transfer_seconds(cluster, graph.edge_bytes[order], graph.edge_src_output[order] >= 0)
-    edge_lag = lag[np.arange(len(order)), dev[src[order]], dev[dst[order]]]
-    ptr = np.searchsorted(dst[order], np.arange(graph.n_ops + 1))
-    src_sorted = src[order]
+    ptr = np.searchsorted(dst[order], np.arange(n + 1))
+    src_sorted, lag_sorted = src[order], np.asarray(edge_lag, np.float64)[order]
     free = [np.zeros(int(k)) for k in lanes]
-    start = np.zeros(graph.n_ops)
-    end = np.zeros(graph.n_ops)
-    for i in range(graph.n_ops):
+    start = np.zeros(n)
+    end = np.zeros(n)
+    for i in range(n):
         lo, hi = ptr[i], ptr[i + 1]
-        ready = float(np.max(end[src_sorted[lo:hi]] + edge_lag[lo:hi])) if hi > lo else 0.0
-        lane_free = free[dev[i]]
+        ready = float(np.max(end[src_sorted[lo:hi]] + lag_sorted[lo:hi])) if hi > lo else 0.0
+        lane_free = free[device[i]]
         lane = int(np.argmin(lane_free))
         start[i] = max(ready, lane_free[lane])
         end[i] = lane_free[lane] = start[i] + duration[i]
