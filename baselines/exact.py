@@ -12,10 +12,11 @@ and status, and its seconds (``method_info``).
 """
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 
 from placement_env import Problem, solve_exact
-from placement_env.exact.solve import Model
 
 from .search import Scores, Start, check_start, search_budget, start_placement
 
@@ -23,7 +24,7 @@ __all__ = ["cp_sat"]
 
 
 def cp_sat(problem: Problem, *, time_limit_s: float = 60.0, start: Start = "best_heuristic",
-           workers: int = 1, model: Model = "relaxed", slices: int = 1) -> np.ndarray:
+           workers: int = 1, model: Literal["relaxed", "blocks"] = "relaxed", slices: int = 1) -> np.ndarray:
     """The fastest of the start and CP-SAT's placements of the relaxed model, as the simulator runs them."""
     check_start(start)
     scores = Scores(problem, search_budget(problem, "cp_sat"))
