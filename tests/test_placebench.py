@@ -149,3 +149,5 @@ def test_a_measured_row_has_its_simulated_time_beside_it(tmp_path):
     task = Task("rnnlm-tiny@local:2", "rnnlm-tiny", "local:2", runtime="measured")
     [row] = run_suite("mine", ["single_cpu"], tmp_path / "rows.jsonl", tasks=[task], budget=0, progress=False)
     assert row["ok"] and row["simulated_s"] > 0 and row["runtime_s"] > 0
+    # single_cpu places the anchor placement itself (every group on device 0): measured twice, back to back
+    assert set(row["placement"]) == {0} and row["anchor_s"] == pytest.approx(row["runtime_s"], rel=0.5)

@@ -152,3 +152,47 @@ def test_a_benchmarks_tracks_come_first_in_its_order():
             row("gpt2@dgx1-v100-4gpu", "heft", 0, 1.0, suite="placebench-v1/modern"),
             row("rnnlm@k80-2gpu", "heft", 0, 1.0, suite="placebench-v1/paper")]
     assert [s.suite for s in standings(rows)] == ["placebench-v1/paper", "placebench-v1/modern", "mine"]
+
+
+def measured(task, method, seed, runtime, anchor="absent", *, placement=(1, 0), **kwargs):
+    """A measured row; ``anchor`` its anchor_s ("absent": a row written before rows recorded one)."""
+    out = {**row(task, method, seed, runtime, **kwargs), "runtime": "measured", "placement": list(placement)}
+    return out if anchor == "absent" else {**out, "anchor_s": anchor}
+
+
+def test_measured_rows_are_scored_over_their_own_runs_anchor():
+    # day 1, the machine at full speed: one worker (the anchor placement) 10 ms, METIS 12 ms, annealing 8 ms;
+    # day 2, everything twice as slow, the anchor measured beside each row
+    rows = [measured("a", "single_cpu", 0, 0.010, 0.010, placement=(0, 0)), measured("a", "metis", 0, 0.012, 0.010),
+            measured("a", "simulated_annealing", 0, 0.008, 0.010, budget=10, evaluations=10,
+                     anytime=[[3, 0.009, 0.1], [7, 0.008, 0.2]]),
+            measured("a", "hill_climbing", 0, 0.016, 0.020, budget=10, evaluations=10,
+                     anytime=[[2, 0.021, 0.1], [5, 0.016, 0.2]])]
+    assert references(rows)[("mine", "a")] == pytest.approx(1.0)  # one worker over its own anchor
+    table = standings(rows)
+    assert by(table, "simulated_annealing", 10).score == pytest.approx(1.25)
+    assert by(table, "hill_climbing", 10).score == pytest.approx(1.25)  # 16 ms on the slow day, its anchor 20 ms
+    assert by(table, "hill_climbing", 10).to_beat == 5  # 21 ms is not under 1.0 x its 20 ms anchor; 16 ms is
+    assert by(table, "metis").score == pytest.approx(1 / 1.2)
+    assert by(table, "hill_climbing", 10).task_means == {"a": pytest.approx(0.8)}
+    assert by(table, "hill_climbing", 10).anchored == {"a"}
+    # in seconds, the slow day's 16 ms would have lost to the 10 ms reference
+    unanchored = [{k: v for k, v in r.items() if k != "anchor_s"} for r in rows]
+    assert by(standings(unanchored), "hill_climbing", 10).score == pytest.approx(0.010 / 0.016)
+    assert by(standings(unanchored), "hill_climbing", 10).to_beat is None
+
+
+def test_measured_rows_without_an_anchor_take_the_anchor_placements_rows_of_their_kind():
+    old = [measured("a", "single_cpu", s, t, placement=(0, 0)) for s, t in ((0, 0.010), (1, 0.012))]
+    old += [measured("a", "hill_climbing", 0, 0.0088, budget=10, evaluations=10)]  # over the mean 11 ms: 0.8
+    new = [measured("a", "simulated_annealing", 0, 0.016, 0.020, budget=10, evaluations=10)]  # 0.8 too
+    rows = old + new
+    assert references(rows)[("mine", "a")] == pytest.approx(1.0)
+    table = standings(rows)
+    assert by(table, "hill_climbing", 10).score == pytest.approx(1.25)
+    assert by(table, "simulated_annealing", 10).score == pytest.approx(1.25)
+    # a row whose anchor could not be measured: the task is scored in seconds, every row of it
+    broken = rows + [measured("a", "random_search", 0, 0.011, None, budget=10, evaluations=10)]
+    table = standings(broken)
+    assert by(table, "simulated_annealing", 10).score == pytest.approx(0.011 / 0.016)
+    assert by(table, "simulated_annealing", 10).anchored == set()

@@ -121,7 +121,9 @@ def leaderboard_markdown(table: Sequence[Standing], refs: dict[tuple[str, str], 
              "Score: per seed, the geometric mean over the track's tasks of the task's reference step time (the best "
              "built-in zero-budget heuristic's) over the method's; a failed placement counts as a "
              f"{DEFAULT_FAILING_SIGNAL_S:g} s step. The score is the mean over seeds with its {CONFIDENCE:.0%} "
-             "interval (Student t). Above 1 beats the reference on the tasks' geometric mean.", ""]
+             "interval (Student t). Above 1 beats the reference on the tasks' geometric mean. On measured tasks every "
+             "step time is first divided by the step time of the anchor placement (every group on device 0) measured "
+             "in the same run, so that runs on a slower or faster machine compare.", ""]
     if sources:
         lines += ["Made by `placement-env leaderboard` from " + ", ".join(_code(str(s)) for s in sources) + ".", ""]
     lines += _submissions_section(declared)
@@ -172,10 +174,14 @@ def _task_table(suite: str, members: Sequence[Standing], refs: dict[tuple[str, s
              "| task | reference | " + ("lower bound | " if with_bounds else "")
              + " | ".join(_code(s.method) for s in leading) + " |",
              "|---|---|" + ("---|" if with_bounds else "") + "---|" * len(leading)]
+    anchored = {task for s in leading for task in s.anchored}
+    if anchored:
+        lines[0] = lines[0][:-1] + ("; on the measured tasks marked †, the step time over the anchor's, every group on "
+                                    "device 0, measured in the same run:")
     for task in tasks:
         reference = refs.get((suite, task))
         limit = task_bounds.get((suite, task))
-        cells = [_code(task), "-" if reference is None else f"{reference:.4g}"]
+        cells = [_code(task) + (" †" if task in anchored else ""), "-" if reference is None else f"{reference:.4g}"]
         if with_bounds:
             cells.append("-" if limit is None else f"{limit:.4g}")
         for s in leading:

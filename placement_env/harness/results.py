@@ -35,9 +35,11 @@ from .task_graph import check_graph_option, graph_file_digest
 COLUMNS = ("suite", "task", "benchmark", "cluster", "runtime", "method", "seed", "budget", "placement",
            "runtime_s", "ok", "failure", "message", "evaluations", "wall_s", "lower_bound_s", "versions")
 # Columns a row may lack (rows written before they were recorded): the best-so-far record and the method's arguments;
-# the import options of a task's TF or Keras graph file, which only its rows have; and the simulated step time of a
-# measured row's placement.
-OPTIONAL_COLUMNS = ("anytime", "method_args", "graph_options", "simulated_s", "method_info")
+# the import options of a task's TF or Keras graph file, which only its rows have; and, for a measured row, the
+# simulated step time of its placement and the measured step time of its task's anchor placement in the same run.
+OPTIONAL_COLUMNS = ("anytime", "method_args", "graph_options", "simulated_s", "method_info", "anchor_s")
+# A measured row's anchor placement: every group on this device (the first worker of a local:N cluster).
+ANCHOR_DEVICE = 0
 # The failure of a row whose method could not run as configured (a MethodConfigError): like an infrastructure
 # failure, it says nothing about the method on the task, so it is not finished work and a rerun does it again.
 CONFIGURATION = "configuration"
@@ -200,6 +202,8 @@ def check_row(row: Any, where: str) -> dict[str, Any]:
         _check_graph_options(row, where)
     if row.get("simulated_s") is not None:
         _check_number(row["simulated_s"], "simulated_s", where, above=True, maximum=MAX_SECONDS)
+    if row.get("anchor_s") is not None:
+        _check_number(row["anchor_s"], "anchor_s", where, above=True, maximum=MAX_SECONDS)
     if "method_info" in row:
         _check_method_info(row["method_info"], where)
     _check_method(row, where)

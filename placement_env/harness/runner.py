@@ -10,6 +10,10 @@ against its method before any run starts. "all" stands for ``BUILT_IN_METHODS`` 
 presets of built-in methods, the same names as before methods took arguments). A row records the method as given
 (``method``) and its arguments (``method_args``).
 
+A measured row also records the simulator's step time of its placement (``simulated_s``) and the step time of the
+task's anchor placement, every group on device 0, measured right after it on the same workers (``anchor_s``), which
+the scores divide measured step times by (``score``).
+
 A rerun with the same results file skips the rows already there, so an interrupted run resumes
 without redoing or losing finished work. A method that raises (e.g. the expert has no placement
 for a synthetic graph) gives a row with ``failure="method_error"`` and its message; the run goes
@@ -31,10 +35,10 @@ from tqdm import tqdm
 from ..cluster import load_cluster
 from ..errors import InfrastructureError, MethodConfigError
 from ..evaluation import Evaluator
-from ..placement import INFRASTRUCTURE, Measurement
+from ..placement import INFRASTRUCTURE, Measurement, allowed_devices
 from ..problem import BUILT_IN_METHODS, MethodSpec, Problem, method, solve
 from . import placebench
-from .results import CONFIGURATION, ResultsWriter, expected_number, versions
+from .results import ANCHOR_DEVICE, CONFIGURATION, UNFINISHED, ResultsWriter, expected_number, versions
 from .suites import Task, resolve_suite
 from .task_graph import load_task_graph
 
@@ -101,6 +105,19 @@ def _simulated(evaluator: Evaluator, placement: np.ndarray, m: Measurement) -> d
     finally:
         simulator.close()
     return {"simulated_s": float(predicted.runtime_s) if predicted.ok else None}
+
+
+def _anchor(evaluator: Evaluator) -> dict[str, Any]:
+    """For a measured row, ``anchor_s``: the step time of the task's anchor placement (every group on device 0,
+    ``results.ANCHOR_DEVICE``) measured right after the row's own placement, on the same workers (None where no
+    such placement is allowed or its measurement fails). Measured step times drift with the machine's state (its
+    other load, a virtual machine's host), the ratio of two placements measured back to back much less, so a
+    measured row is scored against the anchor of its own run (``score``)."""
+    allowed = np.asarray(allowed_devices(evaluator.graph, evaluator.cluster), bool)
+    if not allowed[:, ANCHOR_DEVICE].all():
+        return {"anchor_s": None}
+    m = evaluator(np.full(allowed.shape[0], ANCHOR_DEVICE, np.int64))
+    return {"anchor_s": float(m.runtime_s) if m.ok and math.isfinite(m.runtime_s) else None}
 
 
 @dataclass(frozen=True)
@@ -235,4 +252,6 @@ def run_one(suite: str, run: Run, evaluators: dict[str, Evaluator]) -> dict[str,
                    solution.evaluations, solution.wall_s, evaluator.lower_bound(), anytime=solution.improvements,
                    info=dict(solution.info))
         row.update(_simulated(evaluator, solution.placement, m))
+    if evaluator.runtime == "measured" and row["failure"] not in UNFINISHED:
+        row.update(_anchor(evaluator))
     return row

@@ -13,6 +13,13 @@ every results file is scored against the same number; otherwise it is the best, 
 names (the frozen file's list, else ``REFERENCE_HEURISTICS``), of a heuristic's mean successful step time over its
 zero-evaluation rows without arguments. A method that lacks a row for some task and seed at a budget, or a track
 with a task that has no reference, gets no score, and the counts of what is missing instead.
+
+On a measured task, step times are first divided by the row's anchor (``anchor_s``: the task's anchor placement,
+every group on device 0, measured right after the row's placement on the same workers), so that rows measured on
+days when the machine ran at different speeds compare, and so do rows measured on different machines. A measured
+row without an anchor (written before rows recorded one) takes the mean step time of the rows without one that
+placed the anchor placement itself, on the same suite and task. A measured task with a row that has neither is
+scored in seconds, as a simulated one.
 """
 from __future__ import annotations
 
@@ -27,7 +34,7 @@ from ..env.rewards import DEFAULT_FAILING_SIGNAL_S
 from ..problem import ZERO_BUDGET_HEURISTICS
 from . import placebench
 from .leaderboard import evaluations_to_beat, in_key_order
-from .results import finished, method_label
+from .results import ANCHOR_DEVICE, finished, method_label
 
 # The built-in methods that place a graph from its costs alone, spending no runtime evaluation: the single-device
 # placements, the graph partitioners, the list schedulers and the expert (as written today and as TF 1.x placed it).
@@ -56,6 +63,7 @@ class Standing:
     to_beat: float | None  # median over rows that beat the reference of the evaluations it took them
     beat: int  # rows that beat the reference
     task_means: dict[str, float] = field(default_factory=dict)  # mean charged step time per task, over seeds
+    anchored: set[str] = field(default_factory=set)  # tasks whose step times are over the anchor's (no unit)
 
 
 def failed(row: dict[str, Any]) -> bool:
@@ -88,6 +96,45 @@ def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple
     return mean - half, mean + half
 
 
+def row_key(row: dict[str, Any]) -> tuple:
+    """What tells a row apart in a results file: suite, task, method label, seed and budget."""
+    return row["suite"], row["task"], method_label(row), row["seed"], row["budget"]
+
+
+def _places_the_anchor(row: dict[str, Any]) -> bool:
+    placement = row.get("placement") or []
+    return bool(placement) and all(device == ANCHOR_DEVICE for device in placement)
+
+
+def anchors(rows: Iterable[dict[str, Any]]) -> dict[tuple, float]:
+    """``row_key`` -> the anchor step time a measured row's step time is divided by, for the rows of every
+    measured task whose rows all have one (see the module docstring)."""
+    rows = list(rows)
+    legacy: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for row in rows:
+        if (row.get("runtime") == "measured" and "anchor_s" not in row and _places_the_anchor(row)
+                and not failed(row)):
+            legacy[(row["suite"], row["task"])].append(float(row["runtime_s"]))
+    found: dict[tuple, float] = {}
+    unanchored: set[tuple[str, str]] = set()
+    for row in rows:
+        if row.get("runtime") != "measured":
+            continue
+        task = (row["suite"], row["task"])
+        anchor = row["anchor_s"] if "anchor_s" in row else (float(np.mean(legacy[task])) if legacy[task] else None)
+        if anchor is None:
+            unanchored.add(task)
+        else:
+            found[row_key(row)] = float(anchor)
+    return {key: anchor for key, anchor in found.items() if key[:2] not in unanchored}
+
+
+def scored_time(row: dict[str, Any], anchor_of: dict[tuple, float]) -> float:
+    """The step time a row is scored by (``charged``), over its anchor where it has one in ``anchor_of``
+    (``anchors``)."""
+    return charged(row) / anchor_of.get(row_key(row), 1.0)
+
+
 def reference_heuristics(suite: str) -> tuple[str, ...]:
     """The heuristics whose best is a task's reference on ``suite``: those its benchmark version froze the
     references with, or ``REFERENCE_HEURISTICS`` for a suite that is not a benchmark's track."""
@@ -96,17 +143,22 @@ def reference_heuristics(suite: str) -> tuple[str, ...]:
 
 
 def references(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, str], float]:
-    """(suite, task) -> the task's reference step time (see the module docstring); a task none of whose
-    reference heuristics succeeded has none."""
+    """(suite, task) -> the task's reference step time (see the module docstring; on an anchored measured task,
+    over the anchor's); a task none of whose reference heuristics succeeded has none."""
+    rows = list(rows)
+    anchor_of = anchors(rows)
     times: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for row in rows:
         if (row["method"] in reference_heuristics(row["suite"]) and not row.get("method_args")
                 and row["evaluations"] == 0 and not failed(row)):
-            times[(row["suite"], row["task"], row["method"])].append(float(row["runtime_s"]))
+            times[(row["suite"], row["task"], row["method"])].append(scored_time(row, anchor_of))
     out: dict[tuple[str, str], float] = {}
     for (suite, task, _), runtimes in times.items():
         out[(suite, task)] = min(out.get((suite, task), math.inf), float(np.mean(runtimes)))
+    anchored = {key[:2] for key in anchor_of}
     for suite, task in {key[:2] for key in times} | {(row["suite"], row["task"]) for row in rows}:
+        if (suite, task) in anchored:
+            continue
         frozen = _frozen_reference(suite, task)
         if frozen is not None:
             out[(suite, task)] = frozen
@@ -141,6 +193,8 @@ def standings(rows: Iterable[dict[str, Any]]) -> list[Standing]:
     (``suite_order``) and budget, then best score first (methods without a score last, by label)."""
     done = [row for row in in_key_order(list(rows)) if finished(row)]
     refs = references(done)
+    anchor_of = anchors(done)
+    anchored = {key[:2] for key in anchor_of}
     tasks_of = track_tasks(done)
     groups: dict[tuple[str, int, str], list[dict[str, Any]]] = defaultdict(list)
     for row in done:
@@ -153,10 +207,11 @@ def standings(rows: Iterable[dict[str, Any]]) -> list[Standing]:
         tasks = sorted(tasks_of[suite])
         unreferenced = sum((suite, task) not in refs for task in tasks)
         absent = [[task for task in tasks if task not in by_seed[seed]] for seed in sorted(by_seed)]
-        per_seed = [geometric_mean([refs[(suite, task)] / charged(by_seed[seed][task]) for task in tasks])
+        per_seed = [geometric_mean([refs[(suite, task)] / scored_time(by_seed[seed][task], anchor_of)
+                                    for task in tasks])
                     for seed, lacking in zip(sorted(by_seed), absent) if not lacking and not unreferenced]
         complete = len(per_seed) == len(by_seed)
-        beats = [n for n in (evaluations_to_beat(row, refs.get((suite, row["task"]))) for row in members)
+        beats = [n for n in (evaluations_to_beat(row, _reference_seconds(row, refs, anchor_of)) for row in members)
                  if n is not None]
         walls = [float(row["wall_s"]) for row in members]
         out.append(Standing(
@@ -167,10 +222,20 @@ def standings(rows: Iterable[dict[str, Any]]) -> list[Standing]:
             unreferenced=unreferenced, rows=len(members), failures=sum(map(failed, members)),
             wall_s=float(np.mean(walls)), wall_total_s=float(sum(walls)),
             to_beat=float(np.median(beats)) if beats else None, beat=len(beats),
-            task_means={task: float(np.mean([charged(by_seed[s][task]) for s in by_seed if task in by_seed[s]]))
-                        for task in tasks if any(task in by_seed[s] for s in by_seed)}))
+            task_means={task: float(np.mean([scored_time(by_seed[s][task], anchor_of) for s in by_seed
+                                             if task in by_seed[s]]))
+                        for task in tasks if any(task in by_seed[s] for s in by_seed)},
+            anchored={task for task in tasks if (suite, task) in anchored}))
     out.sort(key=lambda s: (suite_order(s.suite), s.budget, s.score is None, -(s.score or 0.0), s.method))
     return out
+
+
+def _reference_seconds(row: dict[str, Any], refs: dict[tuple[str, str], float],
+                       anchor_of: dict[tuple, float]) -> float | None:
+    """The reference of a row's task in seconds of the row's own run (times its anchor on an anchored task), which
+    its best-so-far record is compared with."""
+    reference = refs.get((row["suite"], row["task"]))
+    return None if reference is None else reference * anchor_of.get(row_key(row), 1.0)
 
 
 def suite_order(suite: str) -> tuple:
