@@ -183,6 +183,7 @@ def _load_graph(benchmark: str, max_groups: int) -> OpGraph:
 
 def _harness(args: argparse.Namespace) -> int:
     from . import harness
+    from .harness.score import steadiness_lines
     from .harness.suite_file import run_settings
 
     if args.command == "run":
@@ -192,6 +193,7 @@ def _harness(args: argparse.Namespace) -> int:
                                     ray_address=args.ray_address)
         print(f"{len(written)} new rows in {args.results}")
         print(harness.markdown_table(harness.read_rows(args.results)))
+        print("\n".join(steadiness_lines(written)))
         return 0
     if args.command == "validate":
         return _validate(args)

@@ -196,3 +196,19 @@ def test_measured_rows_without_an_anchor_take_the_anchor_placements_rows_of_thei
     table = standings(broken)
     assert by(table, "simulated_annealing", 10).score == pytest.approx(0.011 / 0.016)
     assert by(table, "simulated_annealing", 10).anchored == set()
+
+
+def test_a_runs_anchors_say_whether_the_machine_was_steady():
+    from placement_env.harness.score import STEADY_SPREAD, anchor_spreads, steadiness_lines
+
+    steady = [measured("a", "metis", s, 0.012, 0.010 + s * 0.0005) for s in (0, 1, 2)]  # 10-11 ms: +10%
+    moved = [measured("b", "metis", s, 0.012, a) for s, a in ((0, 0.010), (1, 0.013))]  # +30%
+    lone = [measured("c", "metis", 0, 0.012, 0.010), measured("c", "heft", 0, 0.012)]  # one anchor, one without
+    assert anchor_spreads(steady + moved + lone) == {("mine", "a"): (0.010, 0.011, 3), ("mine", "b"): (0.010, 0.013, 2),
+                                                     ("mine", "c"): (0.010, 0.010, 1)}
+    lines = steadiness_lines(steady + moved + lone)
+    assert lines[:2] == ["a: the anchor placement measured 10-11 ms over 3 rows (+10%)",
+                         "b: the anchor placement measured 10-13 ms over 2 rows (+30%)"]
+    assert lines[2].startswith(f"warning: the same placement measured more than {STEADY_SPREAD:.0%} apart within this "
+                               "run on 1 of 2 tasks (b)")
+    assert len(lines) == 3 and steadiness_lines(steady) == lines[:1] and steadiness_lines(SEARCH) == []

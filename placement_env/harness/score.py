@@ -40,6 +40,10 @@ from .results import ANCHOR_DEVICE, finished, method_label
 # placements, the graph partitioners, the list schedulers and the expert (as written today and as TF 1.x placed it).
 REFERENCE_HEURISTICS: tuple[str, ...] = ("single_cpu", "single_gpu", *ZERO_BUDGET_HEURISTICS, "expert_tf1")
 CONFIDENCE = 0.95
+# How far apart a run's anchors may lie before the run is called unsteady: on a quiet machine a placement measured
+# twice in a row agrees within 3.2-5.6% (docs/runtimes.md, "How well the measurement agrees with itself"), so a
+# spread of three times that says the machine's state moved during the run.
+STEADY_SPREAD = 0.15
 
 
 @dataclass
@@ -133,6 +137,29 @@ def scored_time(row: dict[str, Any], anchor_of: dict[tuple, float]) -> float:
     """The step time a row is scored by (``charged``), over its anchor where it has one in ``anchor_of``
     (``anchors``)."""
     return charged(row) / anchor_of.get(row_key(row), 1.0)
+
+
+def anchor_spreads(rows: Iterable[dict[str, Any]]) -> dict[tuple[str, str], tuple[float, float, int]]:
+    """(suite, task) -> the least and the largest ``anchor_s`` of the rows that have one, and how many they are."""
+    found: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for row in rows:
+        if row.get("anchor_s") is not None:
+            found[(row["suite"], row["task"])].append(float(row["anchor_s"]))
+    return {task: (min(anchors), max(anchors), len(anchors)) for task, anchors in found.items()}
+
+
+def steadiness_lines(rows: Iterable[dict[str, Any]]) -> list[str]:
+    """What a run's measured rows say of the machine: per task with two or more anchors, their range, and a warning
+    where one spreads past ``STEADY_SPREAD`` (none for rows without anchors)."""
+    spreads = {task: spread for task, spread in sorted(anchor_spreads(rows).items()) if spread[2] > 1}
+    lines = [f"{task}: the anchor placement measured {low * 1e3:.4g}-{high * 1e3:.4g} ms over {n} rows "
+             f"(+{high / low - 1:.0%})" for (_, task), (low, high, n) in spreads.items()]
+    unsteady = [task for (_, task), (low, high, _) in spreads.items() if high / low - 1 > STEADY_SPREAD]
+    if unsteady:
+        lines.append(f"warning: the same placement measured more than {STEADY_SPREAD:.0%} apart within this run on "
+                     f"{len(unsteady)} of {len(spreads)} tasks ({', '.join(unsteady)}): the machine was not steady "
+                     "(other load, or its host's); these rows compare poorly with others, even over their anchors")
+    return lines
 
 
 def reference_heuristics(suite: str) -> tuple[str, ...]:
