@@ -56,6 +56,18 @@ RETRIES = 1  # a run whose worker died is tried this many more times on a fresh 
 START_TIMEOUT_S = 300.0  # a worker importing numba and TF on a loaded machine, or a Ray actor waiting for a CPU
 STOP_TIMEOUT_S = 10.0  # how long a worker told to stop may take before it is killed
 PARENT_POLL_S = 1.0  # how often a worker process checks that the process that started it is alive
+# OpenMP's wait policy in a worker, unless the user's environment sets one. The agents train on two torch threads
+# (agents/common/torch_threads.py), so N workers' threads can outnumber the cores; OpenMP's default, active waiting,
+# then keeps each idle thread spinning on a core another worker needs (three agents' rows on the tiny suite, 2
+# workers on a 2-core machine: 264 s waiting actively, 69 s passively, 90 s in one process; docs/harness.md).
+# The policy decides how a thread waits, not how the work is split, so the rows stay the serial run's.
+OPENMP_WAIT_POLICY = "PASSIVE"
+
+
+def _passive_openmp_waits() -> None:
+    """``OMP_WAIT_POLICY`` for this worker, before anything in it loads OpenMP (torch does, when a method needs it),
+    unless it is set already."""
+    os.environ.setdefault("OMP_WAIT_POLICY", OPENMP_WAIT_POLICY)
 
 
 def parallel_rows(suite: str, runs: Sequence[Run], *, workers: int | None, ray_address: str | None,
@@ -311,6 +323,7 @@ def _portable(error: BaseException) -> BaseException:
 def _process_main(connection: Any, suite: str) -> None:
     """A worker process: make the row of each run it is sent, until it is sent None or the parent is gone.
     Ctrl-C is the parent's to handle (it kills the workers), so the worker ignores it."""
+    _passive_openmp_waits()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True, name="parent-watch").start()
     evaluators: dict[str, Evaluator] = {}
@@ -340,6 +353,7 @@ class RowWorker:
     """The Ray actor's class (wrapped with ``ray.remote`` when a run uses Ray): one worker of the harness."""
 
     def __init__(self, suite: str) -> None:
+        _passive_openmp_waits()
         self._suite = suite
         self._evaluators: dict[str, Evaluator] = {}
 
