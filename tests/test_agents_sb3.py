@@ -22,11 +22,12 @@ def _random_mean(env) -> float:
 @pytest.mark.parametrize("algorithm, mode, steps, kwargs", [
     ("PPO", "oneshot", 1280, {}),
     ("A2C", "oneshot", 1280, {}),
-    ("MaskablePPO", "sequential", 512 * 60, {"dense_reward": True}),
+    ("MaskablePPO", "sequential", 512 * 20, {"dense_reward": True}),
 ])
 def test_agent_beats_random_placements(algorithm, mode, steps, kwargs):
     env = gym.make(TINY, mode=mode, **kwargs)
-    # the step count ends the run; the wall limit is only a backstop (70 s alone, 4+ min on a busy machine)
+    # the step count ends the run; the wall limit is only a backstop. MaskablePPO's 10,240 steps (about 100 episodes):
+    # its policy's placement 1.22 ms against 2.33 ms for random ones, the last ten episodes 1.51 ms against 2.36 ms
     result = train(TINY, algorithm=algorithm, seconds=600, total_timesteps=steps, seed=0, mode=mode, **kwargs)
     assert result.env_steps >= steps and len(result.episode_runtimes) >= steps // env.unwrapped.n_groups // 2
     _, info = policy_placement(result.model, env)
