@@ -1,7 +1,9 @@
 """Replay every placement of a results file and flag rows whose runtime does not reproduce.
 
 Simulated and grappler runtimes are deterministic, so they must reproduce exactly; measured
-runtimes must lie within ``tolerance`` (relative). This is how third-party results are checked.
+runtimes must lie within ``tolerance`` (relative): for a row with an anchor (``anchor_s``), its step time over
+its anchor against the replay's over the anchor placement measured right after it, so that a row measured on a
+slower or faster machine than this one still compares. This is how third-party results are checked.
 
 A row records the simulator's model version, the digest of its cluster's definition and, for a task
 whose graph is a file, the digest of the file (see ``results.versions``); its graph is loaded as the
@@ -30,6 +32,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from tqdm import tqdm
 
 from ..cluster import Cluster, load_cluster
@@ -39,7 +42,7 @@ from ..evaluation import Evaluator
 from ..placement import INFRASTRUCTURE, Measurement
 from ..runtime.simulated import SIMULATOR_VERSION, model_changed_since
 from . import placebench
-from .results import expected_number, method_label, read_results, show
+from .results import ANCHOR_DEVICE, expected_number, method_label, read_results, show
 from .task_graph import graph_file_digest, load_task_graph
 
 DEFAULT_MEASURED_TOLERANCE = 0.2
@@ -162,17 +165,36 @@ def _unfinished_reason(row: dict[str, Any], m: Measurement) -> str:
     return ""
 
 
-def _compare(number: int, row: dict[str, Any], m: Measurement, tolerance: float) -> Mismatch | None:
-    """The mismatch between ``row`` and its replay ``m``, if any."""
+def _compare(number: int, row: dict[str, Any], m: Measurement, tolerance: float,
+             anchor: Measurement | None = None) -> Mismatch | None:
+    """The mismatch between ``row`` and its replay ``m``, if any; ``anchor``, the replay's measurement of the anchor
+    placement where the row has an anchor, makes a measured row's step time over its anchor the number compared."""
     claimed = row["runtime_s"]
     if bool(row["ok"]) != m.ok:
         return Mismatch(number, row, f"ok={row['ok']} but the replay says ok={m.ok} ({m.failure})")
     if m.ok and row["runtime"] in ("sim", "grappler") and claimed != m.runtime_s:
         return Mismatch(number, row, f"runtime_s={claimed!r} but the replay gives {m.runtime_s!r}")
-    if m.ok and row["runtime"] == "measured" and not math.isclose(claimed, m.runtime_s, rel_tol=tolerance):
+    if not (m.ok and row["runtime"] == "measured"):
+        return None
+    if anchor is not None and anchor.ok:
+        ratio, replayed = claimed / row["anchor_s"], m.runtime_s / anchor.runtime_s
+        if not math.isclose(ratio, replayed, rel_tol=tolerance):
+            return Mismatch(number, row, f"runtime_s / anchor_s = {ratio:.4g} but the replay measures {replayed:.4g} "
+                                         f"({m.runtime_s:.6g} s over {anchor.runtime_s:.6g} s; tolerance "
+                                         f"{tolerance:.0%})")
+    elif not math.isclose(claimed, m.runtime_s, rel_tol=tolerance):
         return Mismatch(number, row, f"runtime_s={claimed:.6g} but the replay measures {m.runtime_s:.6g} "
                                      f"(tolerance {tolerance:.0%})")
     return None
+
+
+def _replay_anchor(row: dict[str, Any], evaluator: Any, m: Measurement) -> Measurement | None:
+    """For a measured row with an anchor whose placement ran, the anchor placement measured right after it (as the
+    run measured it), so that the step times compare over a machine that may run faster or slower than the
+    row's did."""
+    if row["runtime"] != "measured" or row.get("anchor_s") is None or not m.ok:
+        return None
+    return evaluator(np.full(len(row["placement"]), ANCHOR_DEVICE, np.int64))
 
 
 def validate(results: str | os.PathLike, *, tolerance: float = DEFAULT_MEASURED_TOLERANCE,
@@ -225,7 +247,7 @@ def validate(results: str | os.PathLike, *, tolerance: float = DEFAULT_MEASURED_
                 mismatches.append(Mismatch(number, row, unfinished, skipped=True))
                 continue
             checked += 1
-            mismatch = _compare(number, row, m, tolerance)
+            mismatch = _compare(number, row, m, tolerance, _replay_anchor(row, evaluator, m))
             if mismatch is not None:
                 mismatches.append(mismatch)
     finally:
