@@ -22,6 +22,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, BinaryIO, Iterator, NamedTuple
 
+import numpy as np
+
 from ..errors import ArgumentError, MethodArgumentError, ResultsBusyError, ResultsFormatError
 from ..cluster import Cluster
 from ..evaluation import RUNTIMES
@@ -40,6 +42,11 @@ COLUMNS = ("suite", "task", "benchmark", "cluster", "runtime", "method", "seed",
 OPTIONAL_COLUMNS = ("anytime", "method_args", "graph_options", "simulated_s", "method_info", "anchor_s")
 # A measured row's anchor placement: every group on this device (the first worker of a local:N cluster).
 ANCHOR_DEVICE = 0
+
+
+def anchor_placement(n_groups: int) -> np.ndarray:
+    """The anchor placement of a graph of ``n_groups`` groups: every group on ``ANCHOR_DEVICE``."""
+    return np.full(n_groups, ANCHOR_DEVICE, np.int64)
 # The failure of a row whose method could not run as configured (a MethodConfigError): like an infrastructure
 # failure, it says nothing about the method on the task, so it is not finished work and a rerun does it again.
 CONFIGURATION = "configuration"

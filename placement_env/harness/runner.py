@@ -38,7 +38,8 @@ from ..evaluation import Evaluator
 from ..placement import INFRASTRUCTURE, Measurement, allowed_devices
 from ..problem import BUILT_IN_METHODS, MethodSpec, Problem, method, solve
 from . import placebench
-from .results import ANCHOR_DEVICE, CONFIGURATION, UNFINISHED, ResultsWriter, expected_number, versions
+from .results import (ANCHOR_DEVICE, CONFIGURATION, UNFINISHED, ResultsWriter, anchor_placement, expected_number,
+                      versions)
 from .suites import Task, resolve_suite
 from .task_graph import load_task_graph
 
@@ -116,7 +117,7 @@ def _anchor(evaluator: Evaluator) -> dict[str, Any]:
     allowed = np.asarray(allowed_devices(evaluator.graph, evaluator.cluster), bool)
     if not allowed[:, ANCHOR_DEVICE].all():
         return {"anchor_s": None}
-    m = evaluator(np.full(allowed.shape[0], ANCHOR_DEVICE, np.int64))
+    m = evaluator(anchor_placement(allowed.shape[0]))
     return {"anchor_s": float(m.runtime_s) if m.ok and math.isfinite(m.runtime_s) else None}
 
 

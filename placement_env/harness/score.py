@@ -119,13 +119,14 @@ def anchors(rows: Iterable[dict[str, Any]]) -> dict[tuple, float]:
         if (row.get("runtime") == "measured" and "anchor_s" not in row and _places_the_anchor(row)
                 and not failed(row)):
             legacy[(row["suite"], row["task"])].append(float(row["runtime_s"]))
+    legacy_anchor = {task: float(np.mean(times)) for task, times in legacy.items()}
     found: dict[tuple, float] = {}
     unanchored: set[tuple[str, str]] = set()
     for row in rows:
         if row.get("runtime") != "measured":
             continue
         task = (row["suite"], row["task"])
-        anchor = row["anchor_s"] if "anchor_s" in row else (float(np.mean(legacy[task])) if legacy[task] else None)
+        anchor = row["anchor_s"] if "anchor_s" in row else legacy_anchor.get(task)
         if anchor is None:
             unanchored.add(task)
         else:

@@ -32,7 +32,6 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from tqdm import tqdm
 
 from ..cluster import Cluster, load_cluster
@@ -42,7 +41,7 @@ from ..evaluation import Evaluator
 from ..placement import INFRASTRUCTURE, Measurement
 from ..runtime.simulated import SIMULATOR_VERSION, model_changed_since
 from . import placebench
-from .results import ANCHOR_DEVICE, expected_number, method_label, read_results, show
+from .results import anchor_placement, expected_number, method_label, read_results, show
 from .task_graph import graph_file_digest, load_task_graph
 
 DEFAULT_MEASURED_TOLERANCE = 0.2
@@ -194,7 +193,7 @@ def _replay_anchor(row: dict[str, Any], evaluator: Any, m: Measurement) -> Measu
     row's did."""
     if row["runtime"] != "measured" or row.get("anchor_s") is None or not m.ok:
         return None
-    return evaluator(np.full(len(row["placement"]), ANCHOR_DEVICE, np.int64))
+    return evaluator(anchor_placement(len(row["placement"])))
 
 
 def validate(results: str | os.PathLike, *, tolerance: float = DEFAULT_MEASURED_TOLERANCE,
