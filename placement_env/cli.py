@@ -69,7 +69,9 @@ def main(argv: list[str] | None = None) -> int:
     fit.add_argument("--starts", type=int, default=3, help="optimiser starts per fit (default: %(default)s)")
     fit.add_argument("--save", action="store_true", help="store the all-model fit as the K80 machine's parameters")
     run = commands.add_parser("run", help="run placement methods over a benchmark suite into a results file")
-    run.add_argument("--suite", default="tiny", help=f"one of {', '.join(SUITES)}, a suite file of your own tasks "
+    run.add_argument("--suite", default="tiny", help=f"a track of the versioned benchmark (placebench-v1/paper, "
+                     "placebench-v1/modern, placebench-v1/generalisation, placebench-v1/measured; 'placement-env "
+                     f"placebench' lists them), one of {', '.join(SUITES)}, a suite file of your own tasks "
                      "(.toml or .json; its methods, budgets and seeds are used where these flags are not given), or "
                      "'package.module:attribute' for a tuple of Task (default: %(default)s)")
     run.add_argument("--methods", nargs="+", default=None, metavar="METHOD",

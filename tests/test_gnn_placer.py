@@ -204,6 +204,22 @@ def test_harness_methods_through_run_suite(tmp_path, monkeypatch, tiny, paper2):
         place(problem, fine_tune=True)
 
 
+@pytest.mark.parametrize("name", ["pretrained", "placebench-v1"])
+def test_the_committed_networks_load_by_name_and_place(name, tiny, paper2):
+    from agents.gnn_placer.checkpoint import COMMITTED
+
+    meta = load_network(name)[2]
+    assert COMMITTED[name].is_file() and meta["memory_margin"] >= 1.0
+    spec = pe.method("agents.gnn_placer:place_zero_shot", checkpoint=name)
+    assert spec.args == {"checkpoint": name}  # rows record the name, not a path of this machine
+    placement = pe.solve(spec, pe.Problem.make(tiny, paper2, budget=0)).placement
+    assert len(placement) == tiny.n_groups
+    if name == "placebench-v1":  # trained on the benchmark's train split, none of whose graphs is a test task
+        assert meta["suite"] == "placebench-v1/generalisation-train"
+        tested = {t.benchmark for t in load_suite("placebench-v1/generalisation")}
+        assert not {task.split("@")[0] for task in meta["tasks"]} & tested
+
+
 def test_unlimited_fine_tune_budget_is_bounded(tmp_path, monkeypatch, synth):
     config = Config(hidden=16, layers=1, heads=2)
     problem = pe.Problem.make(synth, pe.load_cluster("k80-2gpu"))

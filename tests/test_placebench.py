@@ -61,6 +61,9 @@ def test_tracks_load_as_suites(tiny_version):
     tasks = load_suite("placebench-v9/small")
     assert [t.name for t in tasks] == ["rnnlm-tiny@paper-2gpu", "synthetic-tiny@paper-2gpu"]
     assert [t.benchmark for t in load_suite("placebench-v9/small-validation")] == ["inception_v3-tiny"]
+    train = load_suite("placebench-v9/small-train")  # each train graph on each train cluster, what placers learn from
+    assert [(t.name, t.benchmark, t.cluster, t.runtime) for t in train] == [
+        ("rnnlm-tiny@paper-2gpu", "rnnlm-tiny", "paper-2gpu", "sim")]
     benchmark = placebench.load_placebench("placebench-v9")
     assert benchmark.tracks["small"].budgets == (0, 5) and benchmark.tracks["small"].seeds == (0, 1)
     assert benchmark.tracks["small"].train[0].family == "LSTM"
@@ -69,7 +72,7 @@ def test_tracks_load_as_suites(tiny_version):
 
 
 @pytest.mark.parametrize("suite, message", [
-    ("placebench-v9/nope", "has no track 'nope'; expected one of 'small', 'small-validation'"),
+    ("placebench-v9/nope", "has no track 'nope'; expected one of 'small', 'small-validation', 'small-train'"),
     ("placebench-v7/small", "unknown benchmark version 'placebench-v7'; expected one of 'placebench-v9'"),
 ])
 def test_unknown_tracks_and_versions_are_named(tiny_version, suite, message):

@@ -4,14 +4,15 @@ and loaded with ``torch.load(weights_only=True)``, so a crafted file cannot run 
 
 The harness methods load ``$GNN_PLACER_CHECKPOINT`` when it is set, else the pre-trained ``pretrained.pt``
 beside this file (made by the README's training command), and ``$GNN_PLACER_COST_MODEL`` or ``cost_model.pt``
-likewise. A missing file is a FileNotFoundError and an unreadable or foreign one a CheckpointMismatchError; both
+likewise. The committed networks have names (:data:`COMMITTED`): ``pretrained`` and ``placebench-v1``, the network
+trained on placebench-v1's generalisation train split (``placebench-v1.pt``; its command is in docs/placebench.md). A missing file is a FileNotFoundError and an unreadable or foreign one a CheckpointMismatchError; both
 name the file and how to make one.
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from agents.common.checkpoint import NO_CODE_RUN, load_plain, save_plain
 from placement_env.errors import CheckpointMismatchError
@@ -23,6 +24,9 @@ from .trainer import Config
 CHECKPOINT = "checkpoint.pt"
 CHECKPOINT_FORMAT = 1
 PRETRAINED = Path(__file__).with_name("pretrained.pt")
+# The committed networks by name; a harness method's ``checkpoint=`` takes a name or a path.
+COMMITTED = {"pretrained": PRETRAINED, "placebench-v1": Path(__file__).with_name("placebench-v1.pt")}
+CommittedName = Literal["pretrained", "placebench-v1"]
 CHECKPOINT_ENV = "GNN_PLACER_CHECKPOINT"
 HOW_TO_TRAIN = "python -m agents.gnn_placer --out-dir DIR makes DIR/checkpoint.pt"
 COST_MODEL = "cost_model.pt"
@@ -39,8 +43,13 @@ def save_checkpoint(path: Path, net: GnnPlacerNet, config: Config, meta: dict[st
     save_plain(path, state)
 
 
-def checkpoint_path() -> Path:
-    """``$GNN_PLACER_CHECKPOINT`` if set, else the committed pre-trained checkpoint."""
+def checkpoint_path(checkpoint: str | Path | None = None) -> Path:
+    """The file of ``checkpoint``: a name of :data:`COMMITTED`, a path, or (None) ``$GNN_PLACER_CHECKPOINT`` if set,
+    else the committed pre-trained checkpoint."""
+    if isinstance(checkpoint, str) and checkpoint in COMMITTED:
+        return COMMITTED[checkpoint]
+    if checkpoint is not None:
+        return Path(checkpoint)
     return Path(os.environ[CHECKPOINT_ENV]) if os.environ.get(CHECKPOINT_ENV) else PRETRAINED
 
 
@@ -64,9 +73,10 @@ def _read(path: Path, what: str, kind: str | None, fmt: int, how: str) -> dict[s
     return state
 
 
-def load_network(path: Path | None = None) -> tuple[GnnPlacerNet, Config, dict[str, Any]]:
-    """The network, its config and meta from the checkpoint at ``path`` (default :func:`checkpoint_path`)."""
-    path = Path(path) if path is not None else checkpoint_path()
+def load_network(path: str | Path | None = None) -> tuple[GnnPlacerNet, Config, dict[str, Any]]:
+    """The network, its config and meta from the checkpoint ``path``: a file, a name of :data:`COMMITTED`, or
+    (None) :func:`checkpoint_path`'s default."""
+    path = checkpoint_path(path)
     how = f"set ${CHECKPOINT_ENV} to another; {HOW_TO_TRAIN}"
     state = _read(path, "checkpoint", None, CHECKPOINT_FORMAT, how)
     try:

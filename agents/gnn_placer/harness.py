@@ -19,7 +19,9 @@ its capacity divided by the checkpoint's memory margin, then groups on the CPU m
   learning rate, exploring a few groups per sample and moving a few groups of the best placement in each update
   (``FINE_TUNING``), within ``problem.budget`` evaluations (batches of up to ``samples``), and returns the fastest
   placement it evaluated;
-* ``checkpoint=PATH``: another network than ``pretrained.pt`` (or ``$GNN_PLACER_CHECKPOINT``).
+* ``checkpoint=NAME`` or ``checkpoint=PATH``: another network than ``pretrained.pt`` (or ``$GNN_PLACER_CHECKPOINT``):
+  a committed one by name (``placebench-v1``, trained on that benchmark's generalisation train split:
+  ``agents.gnn_placer:place_zero_shot@checkpoint=placebench-v1``) or a file.
 
 The presets of ``placement_env.PRESETS`` name the variants the results files hold:
 ``agents.gnn_placer:place_zero_shot`` (no arguments), ``:place_zero_shot_smoothed`` (``smooth=true``),
@@ -43,7 +45,7 @@ from agents.common.torch_threads import on_harness_threads
 from placement_env import Bounds, Problem, resolve_method
 from placement_env.errors import CheckpointMismatchError, MethodConfigError, MethodFileNotFoundError
 
-from .checkpoint import HOW_TO_TRAIN, checkpoint_path, load_cost_model, load_network
+from .checkpoint import HOW_TO_TRAIN, CommittedName, checkpoint_path, load_cost_model, load_network
 from .cost_model import CostNet, cost_input
 from .memory_fit import ESTIMATE, fit_in_memory, return_to_gpus
 from .network import GnnPlacerNet
@@ -103,17 +105,17 @@ def best_start(refined: dict[str, Refined]) -> str:
     return min(refined, key=lambda name: refined[name].predicted)
 
 
-def memory_margin(meta: dict, checkpoint: Path | None) -> float:
+def memory_margin(meta: dict, checkpoint: str | Path | None) -> float:
     """The memory margin a checkpoint's ``meta`` carries, measured against this version's memory estimate
     (CheckpointMismatchError naming the file if it has none, or one measured against another estimate)."""
     if "memory_margin" not in meta:
-        raise CheckpointMismatchError(f"GNN placer: {checkpoint or checkpoint_path()} has no memory margin (made "
+        raise CheckpointMismatchError(f"GNN placer: {checkpoint_path(checkpoint)} has no memory margin (made "
                                       f"before checkpoints carried one); {HOW_TO_TRAIN}")
     if meta.get("memory_estimate") != ESTIMATE:
         raise CheckpointMismatchError(
-            f"GNN placer: {checkpoint or checkpoint_path()} has a memory margin measured against the estimate "
+            f"GNN placer: {checkpoint_path(checkpoint)} has a memory margin measured against the estimate "
             f"{meta.get('memory_estimate', 'sequential, index order')!r}, not {ESTIMATE!r}; remeasure it with "
-            f"python -m agents.gnn_placer.memory_margin --write {checkpoint or checkpoint_path()}, or {HOW_TO_TRAIN}")
+            f"python -m agents.gnn_placer.memory_margin --write {checkpoint_path(checkpoint)}, or {HOW_TO_TRAIN}")
     return float(meta["memory_margin"])
 
 
@@ -128,8 +130,9 @@ def _configuration_errors() -> Iterator[None]:
         raise MethodConfigError(str(error)) from error
 
 
-def _network(checkpoint: Path | None) -> tuple[GnnPlacerNet, Config, float]:
-    """The network, its config and its memory margin from ``checkpoint`` (default: ``checkpoint_path()``)."""
+def _network(checkpoint: str | Path | None) -> tuple[GnnPlacerNet, Config, float]:
+    """The network, its config and its memory margin from ``checkpoint`` (a committed name, a file, or None:
+    ``checkpoint_path()``)."""
     with _configuration_errors():
         net, config, meta = load_network(checkpoint)
         return net, config, memory_margin(meta, checkpoint)
@@ -146,7 +149,7 @@ Refine = Literal["none", "zero_shot", "best_start"]
 
 @on_harness_threads
 def place(problem: Problem, *, smooth: bool = False, refine: Refine = "none", fine_tune: bool = False,
-          samples: Annotated[int, Bounds(1)] = 16, checkpoint: Path | None = None,
+          samples: Annotated[int, Bounds(1)] = 16, checkpoint: CommittedName | Path | None = None,
           cost_model: Path | None = None) -> np.ndarray:
     """Harness method: the checkpoint's greedy placement fitted into memory, decoded with the transfer prior
     (``smooth``), refined on the cost model (``refine``) and fine-tuned within the budget (``fine_tune``) as asked

@@ -13,8 +13,10 @@ simulator compute, makes a new version, and every old version stays loadable. Th
   frozen with;
 - ``digest``: a fingerprint over all of the above, which every results row of the benchmark carries.
 
-Tracks run as suites named ``<version>/<track>`` (``placebench-v1/paper``) and ``<version>/<track>-validation``;
-``load_suite`` takes both. :func:`verify` rebuilds every graph and cluster and checks them against the
+Tracks run as suites named ``<version>/<track>`` (``placebench-v1/paper``), ``<version>/<track>-validation``
+and ``<version>/<track>-train`` (each train graph on each of the track's train clusters: what a generalising
+placer trains on, ``python -m agents.gnn_placer --suite placebench-v1/generalisation-train``); ``load_suite``
+takes all three. :func:`verify` rebuilds every graph and cluster and checks them against the
 fingerprints (``placement-env placebench --verify``).
 """
 from __future__ import annotations
@@ -33,6 +35,7 @@ from .suites import Task
 BENCHMARK_DIR = Path(__file__).parent / "benchmarks"
 _SUITE = re.compile(r"(placebench-v[0-9]+)/([a-z_-]+)")
 _VALIDATION = "-validation"
+_TRAIN = "-train"
 
 
 @dataclass(frozen=True)
@@ -117,24 +120,33 @@ def load_placebench(name: str = "placebench-v1") -> Benchmark:
 
 
 def is_benchmark_suite(name: object) -> bool:
-    """Whether ``name`` has the form of a benchmark track's suite, ``placebench-v<N>/<track>[-validation]``."""
+    """Whether ``name`` has the form of a benchmark track's suite, ``placebench-v<N>/<track>[-validation|-train]``."""
     return isinstance(name, str) and _SUITE.fullmatch(name) is not None
 
 
+def train_tasks(track: Track) -> tuple[Task, ...]:
+    """Each of ``track``'s train graphs on each of its train clusters, simulated (not scored)."""
+    return tuple(Task(f"{graph.benchmark}@{cluster}", graph.benchmark, cluster, "sim")
+                 for graph in track.train for cluster in track.train_clusters)
+
+
 def suite_tasks(name: str) -> tuple[Task, ...]:
-    """The tasks of suite ``<version>/<track>`` (scored) or ``<version>/<track>-validation``."""
+    """The tasks of suite ``<version>/<track>`` (scored), ``<version>/<track>-validation`` or
+    ``<version>/<track>-train`` (:func:`train_tasks`)."""
     match = _SUITE.fullmatch(name)
     if match is None:
         raise UnknownSuiteError(f"suite {name!r}: expected '<version>/<track>', e.g. 'placebench-v1/paper'")
     benchmark = load_placebench(match.group(1))
     track_name = match.group(2)
-    validation = track_name.endswith(_VALIDATION)
-    track = benchmark.tracks.get(track_name.removesuffix(_VALIDATION))
-    if track is None or (validation and not track.validation):
-        known = [*benchmark.tracks, *(f"{t}{_VALIDATION}" for t, tr in benchmark.tracks.items() if tr.validation)]
+    split = next((suffix for suffix in (_VALIDATION, _TRAIN) if track_name.endswith(suffix)), "")
+    track = benchmark.tracks.get(track_name.removesuffix(split) if split else track_name)
+    splits = {"": lambda t: t.tasks, _VALIDATION: lambda t: t.validation, _TRAIN: train_tasks}
+    if track is None or not splits[split](track):
+        known = [f"{t}{suffix}" for t, tr in benchmark.tracks.items() for suffix, tasks in splits.items()
+                 if tasks(tr)]
         raise UnknownSuiteError(f"suite {name!r}: {benchmark.name} has no track {track_name!r}; expected one of "
                                 f"{', '.join(map(repr, known))}")
-    return track.validation if validation else track.tasks
+    return splits[split](track)
 
 
 def benchmark_of_suite(suite: str) -> Benchmark | None:
