@@ -12,20 +12,23 @@ from typing import Sequence
 import numpy as np
 import torch
 from torch.nn import functional
+from tqdm import tqdm
 
 from .task import PlacementTask
 from .trainer import Trainer
 
 
 def imitate(trainer: Trainer, tasks: Sequence[PlacementTask], targets: Sequence[np.ndarray], *, steps: int,
-            accuracy: float = 0.98) -> tuple[int, float]:
+            accuracy: float = 0.98, progress: bool = False) -> tuple[int, float]:
     """Up to ``steps`` Adam steps on the summed cross-entropy of every task's logits with its target placement,
     until the greedy placement (decoded freely, not given the target's earlier devices) matches the target on
-    ``accuracy`` of every task's groups; returns (steps taken, the lowest per-task accuracy)."""
+    ``accuracy`` of every task's groups; returns (steps taken, the lowest per-task accuracy). ``progress``: a
+    progress bar (a step passes over every task: seconds for a few hundred tasks)."""
     if len(tasks) != len(targets):
         raise ValueError(f"{len(tasks)} tasks but {len(targets)} target placements")
     labels = [torch.tensor(np.asarray(t), dtype=torch.int64) for t in targets]
     worst, taken = 0.0, 0
+    bar = tqdm(total=steps, desc="imitation", unit="step", disable=not progress, leave=False)
     for taken in range(1, steps + 1):
         trainer.optimizer.zero_grad()
         matched = []
@@ -37,6 +40,9 @@ def imitate(trainer: Trainer, tasks: Sequence[PlacementTask], targets: Sequence[
         torch.nn.utils.clip_grad_norm_(trainer.net.parameters(), trainer.config.grad_clip)
         trainer.optimizer.step()
         worst = min(matched)
+        bar.update()
+        bar.set_postfix_str(f"lowest task accuracy {worst:.2f} (until {accuracy:g})")
         if worst >= accuracy:
             break
+    bar.close()
     return taken, worst

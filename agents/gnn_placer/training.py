@@ -128,7 +128,7 @@ def pretrain(out_dir: Path, *, suite: str = "generalisation-train", minutes: flo
     torch.manual_seed(seed)
     trainer = Trainer(config.network(tasks[0].inputs.features.shape[1]), config, seed=seed)
     imitation = imitate(trainer, tasks, [t.canonical(heuristics[t.name].placement) for t in tasks],
-                        steps=imitation_steps)
+                        steps=imitation_steps, progress=progress)
     rng = np.random.default_rng(seed)
     rows: list[dict[str, float]] = []
     evaluations, limit = 0, math.inf if budget is None else budget
