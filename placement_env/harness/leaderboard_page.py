@@ -229,7 +229,7 @@ def score_figure(table: Sequence[Standing], suite: str) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(8, 5), dpi=120)
+    figure = Figure(figsize=(10, 5), dpi=120)
     FigureCanvasAgg(figure)
     axis = figure.add_subplot(1, 1, 1)
     by_method: dict[str, list[Standing]] = defaultdict(list)
@@ -238,18 +238,20 @@ def score_figure(table: Sequence[Standing], suite: str) -> Figure:
             by_method[s.method].append(s)
     budgets = sorted({s.budget for s in table if s.suite == suite} | {0})
     lines = 0
+    zero_only = []
     for method, members in sorted(by_method.items()):
         members.sort(key=lambda s: s.budget)
         y = [s.score for s in members]
         if all(s.budget == 0 for s in members):
             axis.plot([1], y, marker="s", ms=3, color="grey")
-            axis.annotate(plot_text(method), (1.15, y[0]), fontsize=6, color="grey", va="center")
+            zero_only.append((y[0], method))
             continue
         err = [[s.score - (s.interval or (s.score, s.score))[0] for s in members],
                [(s.interval or (s.score, s.score))[1] - s.score for s in members]]
         axis.errorbar([max(s.budget, 1) for s in members], y, yerr=err, marker="o", ms=3, capsize=2,
                       linestyle=_LINE_STYLES[lines // 10 % len(_LINE_STYLES)], label=plot_text(method))
         lines += 1
+    _label_points(axis, zero_only)
     axis.set_xscale("log")
     axis.set_xlim(0.8, max(budgets[-1], 10) * 1.5)
     axis.set_xticks([max(b, 1) for b in budgets], [f"{b:,}" for b in budgets])
@@ -257,10 +259,25 @@ def score_figure(table: Sequence[Standing], suite: str) -> Figure:
     axis.set_xlabel("budget (runtime evaluations; methods scored only at 0 in grey)")
     axis.set_ylabel("score (reference / step time, geometric mean)")
     axis.set_title(plot_text(suite))
-    if axis.get_legend_handles_labels()[0]:
-        axis.legend(fontsize=6, loc="lower right")
+    if axis.get_legend_handles_labels()[0]:  # beside the axes, so it hides no line
+        axis.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     figure.tight_layout()
     return figure
+
+
+def _label_points(axis: Any, points: Sequence[tuple[float, str]]) -> None:
+    """Name each of ``points`` (score, method) drawn at budget 0 to its right, labels moved apart vertically so
+    none overlaps (a thin line joins a moved label to its point)."""
+    if not points:
+        return
+    scores = [score for score, _ in points]
+    gap = 0.03 * max(max(scores) - min(scores), 0.3)
+    placed = -math.inf
+    for score, method in sorted(points):
+        label_y = max(score, placed + gap)
+        placed = label_y
+        axis.annotate(plot_text(method), (1, score), xytext=(1.3, label_y), fontsize=6, color="grey", va="center",
+                      arrowprops={"arrowstyle": "-", "color": "lightgrey", "lw": 0.5} if label_y != score else None)
 
 
 def write_leaderboard(files: Sequence[str | os.PathLike], out_dir: str | os.PathLike, *,
