@@ -4,15 +4,16 @@ and loaded with ``torch.load(weights_only=True)``, so a crafted file cannot run 
 
 The harness methods load ``$GNN_PLACER_CHECKPOINT`` when it is set, else the pre-trained ``pretrained.pt``
 beside this file (made by the README's training command), and ``$GNN_PLACER_COST_MODEL`` or ``cost_model.pt``
-likewise. The committed networks have names (:data:`COMMITTED`): ``pretrained`` and ``placebench-v1``, the network
-trained on placebench-v1's generalisation train split (``placebench-v1.pt``; its command is in docs/placebench.md). A missing file is a FileNotFoundError and an unreadable or foreign one a CheckpointMismatchError; both
-name the file and how to make one.
+likewise. The committed networks have names (:data:`COMMITTED`, ``<name>.pt`` beside this file): ``pretrained``
+and ``placebench-v1``, the network trained on placebench-v1's generalisation train split (its command is in
+docs/agents.md). A missing file is a FileNotFoundError and an unreadable or foreign one a
+CheckpointMismatchError; both name the file and how to make one.
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from agents.common.checkpoint import NO_CODE_RUN, load_plain, save_plain
 from placement_env.errors import CheckpointMismatchError
@@ -24,9 +25,10 @@ from .trainer import Config
 CHECKPOINT = "checkpoint.pt"
 CHECKPOINT_FORMAT = 1
 PRETRAINED = Path(__file__).with_name("pretrained.pt")
-# The committed networks by name; a harness method's ``checkpoint=`` takes a name or a path.
-COMMITTED = {"pretrained": PRETRAINED, "placebench-v1": Path(__file__).with_name("placebench-v1.pt")}
+# The committed networks by name, each <name>.pt beside this file; a harness method's ``checkpoint=`` takes a
+# name or a path.
 CommittedName = Literal["pretrained", "placebench-v1"]
+COMMITTED = {name: Path(__file__).with_name(f"{name}.pt") for name in get_args(CommittedName)}
 CHECKPOINT_ENV = "GNN_PLACER_CHECKPOINT"
 HOW_TO_TRAIN = "python -m agents.gnn_placer --out-dir DIR makes DIR/checkpoint.pt"
 COST_MODEL = "cost_model.pt"
