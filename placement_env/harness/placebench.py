@@ -130,6 +130,11 @@ def train_tasks(track: Track) -> tuple[Task, ...]:
                  for graph in track.train for cluster in track.train_clusters)
 
 
+# A track's suites by the suffix of their name: its scored tasks, its validation tasks, its train graphs as tasks.
+_SPLITS: dict[str, Callable[[Track], tuple[Task, ...]]] = {
+    "": lambda track: track.tasks, _VALIDATION: lambda track: track.validation, _TRAIN: train_tasks}
+
+
 def suite_tasks(name: str) -> tuple[Task, ...]:
     """The tasks of suite ``<version>/<track>`` (scored), ``<version>/<track>-validation`` or
     ``<version>/<track>-train`` (:func:`train_tasks`)."""
@@ -138,15 +143,14 @@ def suite_tasks(name: str) -> tuple[Task, ...]:
         raise UnknownSuiteError(f"suite {name!r}: expected '<version>/<track>', e.g. 'placebench-v1/paper'")
     benchmark = load_placebench(match.group(1))
     track_name = match.group(2)
-    split = next((suffix for suffix in (_VALIDATION, _TRAIN) if track_name.endswith(suffix)), "")
-    track = benchmark.tracks.get(track_name.removesuffix(split) if split else track_name)
-    splits = {"": lambda t: t.tasks, _VALIDATION: lambda t: t.validation, _TRAIN: train_tasks}
-    if track is None or not splits[split](track):
-        known = [f"{t}{suffix}" for t, tr in benchmark.tracks.items() for suffix, tasks in splits.items()
+    split = next((suffix for suffix in _SPLITS if suffix and track_name.endswith(suffix)), "")
+    track = benchmark.tracks.get(track_name.removesuffix(split))
+    if track is None or not _SPLITS[split](track):
+        known = [f"{t}{suffix}" for t, tr in benchmark.tracks.items() for suffix, tasks in _SPLITS.items()
                  if tasks(tr)]
         raise UnknownSuiteError(f"suite {name!r}: {benchmark.name} has no track {track_name!r}; expected one of "
                                 f"{', '.join(map(repr, known))}")
-    return splits[split](track)
+    return _SPLITS[split](track)
 
 
 def benchmark_of_suite(suite: str) -> Benchmark | None:
