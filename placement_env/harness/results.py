@@ -42,11 +42,6 @@ COLUMNS = ("suite", "task", "benchmark", "cluster", "runtime", "method", "seed",
 OPTIONAL_COLUMNS = ("anytime", "method_args", "graph_options", "simulated_s", "method_info", "anchor_s")
 # A measured row's anchor placement: every group on this device (the first worker of a local:N cluster).
 ANCHOR_DEVICE = 0
-
-
-def anchor_placement(n_groups: int) -> np.ndarray:
-    """The anchor placement of a graph of ``n_groups`` groups: every group on ``ANCHOR_DEVICE``."""
-    return np.full(n_groups, ANCHOR_DEVICE, np.int64)
 # The failure of a row whose method could not run as configured (a MethodConfigError): like an infrastructure
 # failure, it says nothing about the method on the task, so it is not finished work and a rerun does it again.
 CONFIGURATION = "configuration"
@@ -58,6 +53,11 @@ _BINARY = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f]")  # control bytes, which n
 _SHOW = reprlib.Repr()
 _SHOW.maxstring = _SHOW.maxother = 60
 _SHOW.maxlist = 8
+
+
+def anchor_placement(n_groups: int) -> np.ndarray:
+    """The anchor placement of a graph of ``n_groups`` groups: every group on ``ANCHOR_DEVICE``."""
+    return np.full(n_groups, ANCHOR_DEVICE, np.int64)
 
 
 def show(value: Any) -> str:
