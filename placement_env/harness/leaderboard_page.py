@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 _LINE_STYLES = ("-", "--", ":", "-.")  # the next ten lines once matplotlib's ten colours are used
+_MARKERS = ("o", "s", "^", "D")  # likewise, for methods scored at one budget only (a point, no line)
+DODGE_DECADES = 0.12  # how far apart (log10 of the budget) the first and the last method's points are drawn
 LEADING_METHODS = 6  # methods per track and budget whose mean step time per task the page lists
 _PLAIN = re.compile(r"[^`|\\\x00-\x1f\x7f-\x9f\u2028\u2029]*")  # text a code span shows as it is
 
@@ -239,6 +241,7 @@ def score_figure(table: Sequence[Standing], suite: str) -> Figure:
     budgets = sorted({s.budget for s in table if s.suite == suite} | {0})
     lines = 0
     zero_only = []
+    n_lines = sum(any(s.budget > 0 for s in members) for members in by_method.values())
     for method, members in sorted(by_method.items()):
         members.sort(key=lambda s: s.budget)
         y = [s.score for s in members]
@@ -248,8 +251,11 @@ def score_figure(table: Sequence[Standing], suite: str) -> Figure:
             continue
         err = [[s.score - (s.interval or (s.score, s.score))[0] for s in members],
                [(s.interval or (s.score, s.score))[1] - s.score for s in members]]
-        axis.errorbar([max(s.budget, 1) for s in members], y, yerr=err, marker="o", ms=3, capsize=2,
-                      linestyle=_LINE_STYLES[lines // 10 % len(_LINE_STYLES)], label=plot_text(method))
+        # each method's points shifted a little along the log axis, so that bars at one budget stand side by side
+        shift = 10 ** (DODGE_DECADES * (lines / (n_lines - 1) - 0.5)) if n_lines > 1 else 1.0
+        cycle = lines // 10  # the colours repeat every ten lines: the line style and marker tell those apart
+        axis.errorbar([max(s.budget, 1) * shift for s in members], y, yerr=err, marker=_MARKERS[cycle % len(_MARKERS)],
+                      ms=3, capsize=2, linestyle=_LINE_STYLES[cycle % len(_LINE_STYLES)], label=plot_text(method))
         lines += 1
     _label_points(axis, zero_only)
     axis.set_xscale("log")
