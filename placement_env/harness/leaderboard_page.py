@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 _LINE_STYLES = ("-", "--", ":", "-.")  # the next ten lines once matplotlib's ten colours are used
-_MARKERS = ("o", "s", "^", "D")  # likewise, for methods scored at one budget only (a point, no line)
+_MARKERS = ("o", "s", "^", "D")  # likewise; what tells a point apart where a method has one budget (no line)
 DODGE_DECADES = 0.12  # how far apart (log10 of the budget) the first and the last method's points are drawn
 LEADING_METHODS = 6  # methods per track and budget whose mean step time per task the page lists
 _PLAIN = re.compile(r"[^`|\\\x00-\x1f\x7f-\x9f\u2028\u2029]*")  # text a code span shows as it is
