@@ -14,9 +14,15 @@ settings.load_profile("placement_env")
 
 @pytest.fixture(scope="session", autouse=True)
 def _private_cache(tmp_path_factory):
-    """Builds in tests go to a fresh cache, so cold builds are exercised and user caches untouched."""
+    """Builds in tests go to a fresh cache, so cold builds are exercised and user caches untouched. The test
+    processes of one run share it (entries are written atomically), so each graph is built once per run."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # basetemp is this run's pytest-N/popen-gwK: share pytest-N/graph_cache
+        cache = tmp_path_factory.getbasetemp().parent / "graph_cache"
+        cache.mkdir(exist_ok=True)
+    else:
+        cache = tmp_path_factory.mktemp("graph_cache")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PLACEMENT_ENV_CACHE", str(tmp_path_factory.mktemp("graph_cache")))
+        patch.setenv("PLACEMENT_ENV_CACHE", str(cache))
         yield
 
 

@@ -85,7 +85,8 @@ def test_tiny_benchmarks_build_group_and_run(name):
     run_step(graph, steps=1)
 
 
-def test_cache_hit_and_corrupt_entry_rebuilt():
+def test_cache_hit_and_corrupt_entry_rebuilt(tmp_path, monkeypatch):
+    monkeypatch.setenv("PLACEMENT_ENV_CACHE", str(tmp_path))  # its own cache: the garbage written here is no other test's
     first = pe.load_benchmark("rnnlm-tiny")
     entries = list(cache_dir().glob("rnnlm-tiny-*.npz"))
     assert len(entries) == 1

@@ -25,6 +25,7 @@ from placement_env import (RUNTIMES, CheckpointMismatchError, MeasuredRuntime, P
 from placement_env.parallel import BACKENDS, DEFAULT_TIMEOUT_S
 
 from .config import FINE_TUNING, Config, field_error, warm_start_choices
+from .trainer import MAX_IMITATION_STEPS
 from .training import DEFAULT_MINUTES, TrainResult, default_out_dir, train
 from .warm_start import WARM_START_CANDIDATES
 
@@ -66,6 +67,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--warm-start", default=None, metavar="METHOD",
                         help="first imitate this baseline's placement ('best': the fastest of "
                              f"{', '.join(WARM_START_CANDIDATES)}); default: best, or none with --paper")
+    parser.add_argument("--warm-start-prob", type=positive_float, default=Config.warm_start_prob, metavar="P",
+                        help="the warm start imitates until the policy gives its teacher's placement this probability "
+                             f"per group, or {MAX_IMITATION_STEPS} steps ({Config.warm_start_prob:g})")
     parser.add_argument("--paper", action="store_true",
                         help="the paper's setting: from scratch, plain REINFORCE (no warm start, self-imitation, "
                              "exploration floor or local moves)")
@@ -88,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
 def _check_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     """``parser.error`` (exit 2, naming the flag) for flag values the argparse types cannot check alone (the
     hyper-parameters by Config's own checks, which a resumed checkpoint's config also passes)."""
-    for name in (*TUNED_FLAGS, "entropy", "hidden"):
+    for name in (*TUNED_FLAGS, "entropy", "hidden", "warm_start_prob"):
         value = getattr(args, name)
         accepted = None if value is None else field_error(name, value)
         if accepted:
@@ -110,7 +114,8 @@ def _config(args: argparse.Namespace) -> Config:
     warm_start = None if args.paper else (args.warm_start or "best")
     flags = {name: getattr(args, name) for name in TUNED_FLAGS}
     return Config(**{**(FINE_TUNING if warm_start else {}), **{k: v for k, v in flags.items() if v is not None},
-                     "entropy": args.entropy, "hidden": args.hidden, "warm_start": warm_start})
+                     "entropy": args.entropy, "hidden": args.hidden, "warm_start": warm_start,
+                     "warm_start_prob": args.warm_start_prob})
 
 
 def _interrupted(signum: int, frame: Any) -> None:

@@ -28,6 +28,7 @@ from .policy import Seq2SeqPolicy
 
 EvaluateBatch = Callable[[np.ndarray], list]
 REWARD = REWARDS["neg_sqrt_runtime"]  # the paper's R = -sqrt(charged runtime)
+MAX_IMITATION_STEPS = 300  # the warm start stops imitating after this many steps, target probability or not
 # the keys of an update's log row, in the CSV log's column order
 LOG_COLUMNS = ("update", "evaluations", "wall_s", "mean_reward", "mean_runtime_s", "mean_ok_runtime_s", "success_rate",
                "best_runtime_s", "entropy", "baseline")
@@ -148,7 +149,8 @@ class Trainer:
                                     cfg.advantage_clip)
         return advantages, baseline
 
-    def imitate(self, placement: np.ndarray, *, target_prob: float, max_steps: int = 300, lr: float = 3e-3) -> int:
+    def imitate(self, placement: np.ndarray, *, target_prob: float, max_steps: int = MAX_IMITATION_STEPS,
+                lr: float = 3e-3) -> int:
         """Warm start: fit the policy to ``placement`` (teacher forcing, its own Adam) until the geometric mean
         of the per-group probabilities of that placement reaches ``target_prob``; the number of steps taken."""
         actions = torch.as_tensor(np.asarray(placement, np.int64))[None]
