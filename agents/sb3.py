@@ -88,6 +88,55 @@ def group_features_extractor():
     return GroupFeatures
 
 
+def batch_action_distribution(policy: Any) -> None:
+    """Make ``policy`` (an SB3 actor-critic policy) draw a ``MultiDiscrete`` action in one batched call.
+
+    SB3's ``MultiCategoricalDistribution`` builds one ``Categorical`` per action dimension and samples them one
+    after another: on the env's oneshot action (one dimension per group slot, every one over the same devices)
+    that is most of a training run's time. When every dimension has the same number of choices, the policy's
+    distribution is swapped for one ``Categorical`` over a ``[batch, dimensions, choices]`` view of the same logits.
+    Its samples, log-probabilities, entropies and gradients are the ones SB3's would give, bit for bit: the
+    samples are drawn in SB3's order (dimension by dimension, each over the batch) from the same random stream.
+    Other policies and action spaces are left as they are.
+    """
+    from stable_baselines3.common.distributions import MultiCategoricalDistribution
+
+    dist = policy.action_dist
+    if type(dist) is MultiCategoricalDistribution and len(set(dist.action_dims)) == 1:
+        policy.action_dist = _same_width_multi_categorical()(list(dist.action_dims))
+
+
+def _same_width_multi_categorical():
+    """The class :func:`batch_action_distribution` installs (built lazily: torch is optional)."""
+    import torch
+    from stable_baselines3.common.distributions import MultiCategoricalDistribution
+    from torch.distributions import Categorical
+
+    class SameWidthMultiCategorical(MultiCategoricalDistribution):
+        def proba_distribution(self, action_logits):
+            batch = action_logits.shape[0]
+            self.batched = Categorical(logits=action_logits.view(batch, len(self.action_dims), self.action_dims[0]))
+            return self
+
+        def log_prob(self, actions):
+            return self.batched.log_prob(actions.long()).sum(dim=1)
+
+        def entropy(self):
+            return self.batched.entropy().sum(dim=1)
+
+        def sample(self):
+            probs = self.batched.probs
+            batch, dims, choices = probs.shape
+            # dimension-major rows: torch.multinomial draws them in SB3's order from the generator
+            rows = probs.transpose(0, 1).reshape(dims * batch, choices)
+            return torch.multinomial(rows, 1, True).view(dims, batch).T
+
+        def mode(self):
+            return torch.argmax(self.batched.probs, dim=2)
+
+    return SameWidthMultiCategorical
+
+
 def _callback(result: TrainingResult, deadline: float | None, progress: Any = None):
     from stable_baselines3.common.callbacks import BaseCallback
 
@@ -198,6 +247,7 @@ def train(env_id: str = "DevicePlacement-v0", *, algorithm: str = "PPO", seconds
     else:
         model = Algorithm("MultiInputPolicy", env, policy_kwargs=policy_kwargs,
                           **{**defaults, **(algorithm_kwargs or {})})
+    batch_action_distribution(model.policy)
     from stable_baselines3.common.logger import Logger, configure
 
     # without a logger SB3 makes a /tmp/SB3-<date> folder per run

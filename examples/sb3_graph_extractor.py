@@ -28,6 +28,7 @@ from stable_baselines3.common.torch_layers import BaseFeaturesExtractor
 from torch import nn
 
 import placement_env  # noqa: F401  (registers the env ids)
+from agents.sb3 import batch_action_distribution
 
 # Per-group fields that describe a group itself; its neighbourhood comes from the edges instead.
 NODE_FIELDS = ("op_types", "output_shapes", "compute", "memory", "position", "placement", "current")
@@ -104,6 +105,7 @@ def train(timesteps: int, benchmark: str = "rnnlm-tiny", cluster: str = "paper-2
     env = Monitor(gym.make("DevicePlacement-v0", benchmark=benchmark, cluster=cluster, graph_observation=True))
     model = PPO("MultiInputPolicy", env, n_steps=64, batch_size=64, learning_rate=3e-3, gamma=1.0, seed=seed,
                 device="cpu", policy_kwargs={"features_extractor_class": GroupGraphExtractor})
+    batch_action_distribution(model.policy)  # same samples as SB3's, drawn in one call instead of one per group
     model.learn(total_timesteps=timesteps)
     return model
 

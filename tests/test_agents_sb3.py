@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import placement_env as pe
-from agents.sb3 import policy_placement, train
+from agents.sb3 import batch_action_distribution, policy_placement, train
 from placement_env.errors import BudgetExhausted
 from placement_env.placement import random_placements
 from tf_helpers import tensorboard_scalars
@@ -47,6 +47,35 @@ def test_training_leaves_torch_distribution_checks_as_they_were():
             assert torch.distributions.Distribution._validate_args is default
     finally:
         torch.distributions.Distribution.set_default_validate_args(True)
+
+
+def test_batched_action_distribution_is_sb3s_bit_for_bit():
+    import torch
+    from stable_baselines3.common.distributions import CategoricalDistribution, MultiCategoricalDistribution
+    from types import SimpleNamespace
+
+    for batch, dims, choices in [(1, 105, 3), (64, 10, 9)]:
+        sb3 = MultiCategoricalDistribution([choices] * dims)
+        policy = SimpleNamespace(action_dist=MultiCategoricalDistribution([choices] * dims))
+        batch_action_distribution(policy)
+        batched = policy.action_dist
+        assert type(batched) is not MultiCategoricalDistribution and isinstance(batched, MultiCategoricalDistribution)
+        logits = torch.randn(batch, dims * choices, requires_grad=True)
+        torch.manual_seed(3)
+        expected = sb3.proba_distribution(logits).sample()
+        torch.manual_seed(3)
+        drawn = batched.proba_distribution(logits).sample()
+        assert torch.equal(drawn, expected) and drawn.shape == (batch, dims)
+        assert torch.equal(batched.mode(), sb3.mode())
+        expected_loss = (sb3.log_prob(expected.float()) + sb3.entropy()).sum()
+        loss = (batched.log_prob(expected.float()) + batched.entropy()).sum()
+        assert torch.equal(loss, expected_loss)
+        assert torch.equal(torch.autograd.grad(loss, logits)[0], torch.autograd.grad(expected_loss, logits)[0])
+    # dimensions of different widths, and other distributions, stay SB3's own
+    for dist in (MultiCategoricalDistribution([2, 3]), CategoricalDistribution(4)):
+        policy = SimpleNamespace(action_dist=dist)
+        batch_action_distribution(policy)
+        assert policy.action_dist is dist
 
 
 def test_unknown_algorithm():
