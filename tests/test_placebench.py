@@ -152,8 +152,9 @@ def test_a_measured_row_has_its_simulated_time_beside_it(tmp_path):
     task = Task("rnnlm-tiny@local:2", "rnnlm-tiny", "local:2", runtime="measured")
     [row] = run_suite("mine", ["single_cpu"], tmp_path / "rows.jsonl", tasks=[task], budget=0, progress=False)
     assert row["ok"] and row["simulated_s"] > 0 and row["runtime_s"] > 0
-    # single_cpu places the anchor placement itself (every group on device 0): measured twice, back to back
-    assert set(row["placement"]) == {0} and row["anchor_s"] == pytest.approx(row["runtime_s"], rel=0.7)
+    # single_cpu places the anchor placement itself (every group on device 0): measured twice, back to back. This
+    # graph's steps take 1-4 ms; beside the other test process the two measurements differed up to 2.1x.
+    assert set(row["placement"]) == {0} and 1 / 4 < row["anchor_s"] / row["runtime_s"] < 4
     # validate compares a measured row's step time over its anchor: a machine three times slower still reproduces,
     # a step time twenty times its anchor does not. The tolerance (0.8: ratios up to 5x apart agree) allows for
     # this graph's 1 ms steps on a busy 2-core machine, where one placement measured twice differed 1.6x.
