@@ -92,8 +92,8 @@ def batch_action_distribution(policy: Any) -> None:
     """Make ``policy`` (an SB3 actor-critic policy) draw a ``MultiDiscrete`` action in one batched call.
 
     SB3's ``MultiCategoricalDistribution`` builds one ``Categorical`` per action dimension and samples them one
-    after another: on the env's oneshot action (one dimension per group slot, every one over the same devices)
-    that is most of a training run's time. When every dimension has the same number of choices, the policy's
+    after another, slow on the env's oneshot action (one dimension per group slot, every one over the same
+    devices; docs/findings.md). When every dimension has the same number of choices, the policy's
     distribution is swapped for one ``Categorical`` over a ``[batch, dimensions, choices]`` view of the same logits.
     Its samples, log-probabilities, entropies and gradients are the ones SB3's would give, bit for bit: the
     samples are drawn in SB3's order (dimension by dimension, each over the batch) from the same random stream.

@@ -95,9 +95,9 @@ def free_ports(n: int) -> list[int]:
 def import_tensorflow() -> Any:
     """TensorFlow, imported without Keras.
 
-    ``import tensorflow`` also imports Keras when it is installed (1-1.5 s and 77 MB of each process on the
-    development VM, of 6.5 s); the driver and its workers run GraphDefs and never use it, so Keras is marked
-    unimportable in this process first, which TF's import tolerates.
+    ``import tensorflow`` also imports Keras when it is installed, which slows every worker start (docs/findings.md);
+    the driver and its workers run GraphDefs and never use it, so Keras is marked unimportable in this process
+    first, which TF's import tolerates.
     """
     sys.modules.setdefault("keras", None)  # type: ignore[arg-type]
     import tensorflow as tf
