@@ -12,6 +12,7 @@ the best placement it saw. ``policy_placement`` reads the trained policy's deter
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
@@ -106,6 +107,7 @@ def batch_action_distribution(policy: Any) -> None:
         policy.action_dist = _same_width_multi_categorical()(list(dist.action_dims))
 
 
+@functools.cache
 def _same_width_multi_categorical():
     """The class :func:`batch_action_distribution` installs (built lazily: torch is optional)."""
     import torch
