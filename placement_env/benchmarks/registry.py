@@ -37,6 +37,7 @@ from ..cache import cache_dir
 from ..errors import ArgumentError, GraphFormatError, UnknownBenchmarkError
 from ..grouping import DEFAULT_MAX_GROUPS, group_ops
 from ..opgraph import FORMAT_VERSION, OpGraph
+from ..quiet_tf import import_tensorflow_quietly
 from .sizes import BLOCKS, DEEP, PARAMS, SYNTHETIC_PAPER
 
 PAPER_MODELS = ("rnnlm", "nmt", "inception_v3")
@@ -81,6 +82,7 @@ def load_benchmark(name: str, *, max_groups: int = DEFAULT_MAX_GROUPS, use_cache
     path = cache_dir() / f"{name.replace(':', '-')}-{_cache_key(name, resolved)}.npz"
     graph = _read_cache(path) if use_cache else None
     if graph is None:
+        import_tensorflow_quietly()  # the builders import TF; its start-up notices would land on the user's screen
         graph = _build(name, import_module(f"placement_env.benchmarks.{model}"), resolved)
         if use_cache:
             graph.save(path)
