@@ -41,14 +41,16 @@ def test_a_bad_argument_is_both_a_value_error_and_a_type_error():
     assert "ArgumentError" in pe.errors.__all__
 
 
-def test_making_the_env_prints_no_tensorflow_start_up_lines():
-    """Quiet by default: no absl / oneDNN / CPU-feature notices, unless the user's TF_CPP_MIN_LOG_LEVEL asks."""
+def test_making_the_env_prints_no_tensorflow_start_up_lines(tmp_path):
+    """Quiet by default: no absl / oneDNN / CPU-feature notices, unless the user's TF_CPP_MIN_LOG_LEVEL asks; an
+    empty graph cache makes the env build its benchmark, which imports TensorFlow."""
     import subprocess
     import sys
 
     script = ("import gymnasium as gym, placement_env\n"
               "env = gym.make('DevicePlacement-v0', benchmark='rnnlm-tiny')\nenv.reset(seed=0)\nprint('made')")
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    env["PLACEMENT_ENV_CACHE"] = str(tmp_path / "empty_cache")
     quiet = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
     assert quiet.returncode == 0 and quiet.stdout.strip() == "made", quiet.stderr[-2000:]
     assert "cpu_feature_guard" not in quiet.stderr and "absl::InitializeLog" not in quiet.stderr, quiet.stderr
