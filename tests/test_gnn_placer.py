@@ -389,6 +389,26 @@ def test_imitated_placements_are_relabelled_by_the_clusters_symmetries(tiny):
     assert (target.numpy() == on_gpu[2]).all() and log_probs.shape == (tiny.n_groups, DEVICE_SLOTS)
 
 
+@pytest.mark.parametrize("decoder", ["independent", "sequential"])
+def test_the_likeliest_relabelling_is_scored_as_the_batched_pass_scores_it(tiny, monkeypatch, decoder):
+    from agents.gnn_placer import policy
+
+    task = task_of(tiny, "k80-4gpu")
+    assert len(task.symmetries) > 2
+    net = small_config(decoder).network(task.inputs.features.shape[1])
+    torch.manual_seed(1)
+    for parameter in net.parameters():  # the placement-aware head's output layer starts at zero
+        parameter.data.normal_(0, 0.3)
+    encoding = net(task.inputs)
+    candidates = torch.from_numpy(task.relabellings(np.where(task.problem.allowed[:, 1], 1, 0)))
+    full = net.group_log_probs(encoding, candidates)
+    monkeypatch.setattr(policy, "SCORING_CHUNK", 5)  # several chunks for the sequential decoder
+    assert torch.equal(policy.log_likelihoods(net, encoding, candidates), policy.score(full.detach(), candidates))
+    target, log_probs = likeliest(net, encoding, candidates)
+    best = int(torch.argmax(policy.score(full.detach(), candidates)))
+    assert torch.equal(target, candidates[best]) and torch.equal(log_probs, full[best]) and log_probs.requires_grad
+
+
 def test_groups_on_the_cpu_return_to_gpus_with_room(tiny, paper2):
     from agents.gnn_placer.memory_fit import return_to_gpus
 

@@ -86,6 +86,11 @@ class GnnPlacerNet(nn.Module):
         self.head = nn.Sequential(nn.Linear(2 * hidden, hidden), nn.ReLU(), nn.Linear(hidden, DEVICE_SLOTS))
         self.placement_aware = PlacementAwareHead(2 * hidden) if decoder == "sequential" else None
 
+    @property
+    def decodes_independently(self) -> bool:
+        """Each group's device log-probabilities are the same whatever the other groups' devices."""
+        return self.placement_aware is None
+
     def forward(self, inputs: GraphInput) -> Encoding:
         """The encoding of ``inputs``: logits [n, DEVICE_SLOTS], -inf where ``inputs.allowed`` is False."""
         if inputs.features.shape[1] != self.feature_dim:

@@ -71,9 +71,23 @@ def greedy(net: GnnPlacerNet, encoding: Encoding) -> tuple[torch.Tensor, torch.T
     return actions[0], net.group_log_probs(encoding, actions)[0]
 
 
+SCORING_CHUNK = 1024  # placements scored at once by a sequential decoder: [chunk, n, D, head width] floats
+
+
+def log_likelihoods(net: GnnPlacerNet, encoding: Encoding, placements: torch.Tensor) -> torch.Tensor:
+    """[r]: the summed log-probability of each of ``placements`` [r, n], without gradients. An independent decoder
+    gives every placement the same group log-probabilities, computed once; a sequential one scores
+    ``SCORING_CHUNK`` placements at a time, so memory stays bounded for the 40,320 relabellings of an 8-GPU
+    machine."""
+    with torch.no_grad():
+        if net.decodes_independently:
+            log_probs = net.group_log_probs(encoding, placements[:1])
+            return score(log_probs.expand(placements.shape[0], -1, -1), placements)
+        return torch.cat([score(net.group_log_probs(encoding, part), part) for part in placements.split(SCORING_CHUNK)])
+
+
 def likeliest(net: GnnPlacerNet, encoding: Encoding, candidates: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Of ``candidates`` [r, n] (e.g. one placement relabelled by the cluster's symmetries), the one the policy
-    finds likeliest [n], and its group log-probabilities [n, D] (with gradients)."""
-    log_probs = net.group_log_probs(encoding, candidates)
-    best = int(torch.argmax(score(log_probs.detach(), candidates)))
-    return candidates[best], log_probs[best]
+    finds likeliest [n], and its group log-probabilities [n, D] (with gradients, computed for it alone)."""
+    best = int(torch.argmax(log_likelihoods(net, encoding, candidates)))
+    return candidates[best], net.group_log_probs(encoding, candidates[best:best + 1])[0]
