@@ -40,6 +40,7 @@ import numpy as np
 from .cache import cache_dir
 from .cluster import Cluster, Device
 from .opgraph import DEVICE_KINDS, OpGraph
+from .quiet_tf import tensorflow_version
 
 COST_MODEL_VERSION = 1  # bump when the way costs are derived changes (invalidates the cache)
 GPU_ARCHITECTURE = "6"  # grappler: 64 cores per multiprocessor for compute capability >= 6
@@ -119,6 +120,23 @@ def achieved_rates(device: Device) -> tuple[float, float]:
     return device.peak_flops * device.compute_efficiency, device.memory_bandwidth * device.memory_efficiency
 
 
+def device_property_fields(device: Device, memory_bytes: int | None = None, slowdown: float = 1.0) -> dict[str, Any]:
+    """The fields of :func:`device_properties` as plain values, read without importing TensorFlow (the cost cache's
+    key is made of them)."""
+    memory = int(device.memory_bytes if memory_bytes is None else memory_bytes)
+    flops, bandwidth = achieved_rates(device)
+    bandwidth_kb_s = max(1, int(round(bandwidth / 1e3 / slowdown)))
+    if device.kind == "CPU":
+        cores = max(1, int(device.concurrency))
+        frequency_mhz = max(1, int(round(flops / slowdown / (cores * 1e6))))
+        return {"type": "CPU", "num_cores": cores, "frequency": frequency_mhz, "bandwidth": bandwidth_kb_s,
+                "memory_size": memory}
+    # One "multiprocessor" at a frequency that gives the peak: grappler only uses the product.
+    frequency_mhz = max(1, int(round(flops / slowdown / (_GPU_FLOPS_PER_CORE_CYCLE * 1e6))))
+    return {"type": "GPU", "num_cores": 1, "frequency": frequency_mhz, "bandwidth": bandwidth_kb_s,
+            "memory_size": memory, "environment": {"architecture": GPU_ARCHITECTURE}}
+
+
 def device_properties(device: Device, memory_bytes: int | None = None, slowdown: float = 1.0) -> Any:
     """A grappler ``DeviceProperties`` whose analytical peak and bandwidth are ``device``'s achieved
     rates (:func:`achieved_rates`) / ``slowdown``.
@@ -130,19 +148,7 @@ def device_properties(device: Device, memory_bytes: int | None = None, slowdown:
     """
     from tensorflow.core.protobuf import device_properties_pb2
 
-    memory = int(device.memory_bytes if memory_bytes is None else memory_bytes)
-    flops, bandwidth = achieved_rates(device)
-    bandwidth_kb_s = max(1, int(round(bandwidth / 1e3 / slowdown)))
-    if device.kind == "CPU":
-        cores = max(1, int(device.concurrency))
-        frequency_mhz = max(1, int(round(flops / slowdown / (cores * 1e6))))
-        return device_properties_pb2.DeviceProperties(
-            type="CPU", num_cores=cores, frequency=frequency_mhz, bandwidth=bandwidth_kb_s, memory_size=memory)
-    # One "multiprocessor" at a frequency that gives the peak: grappler only uses the product.
-    frequency_mhz = max(1, int(round(flops / slowdown / (_GPU_FLOPS_PER_CORE_CYCLE * 1e6))))
-    return device_properties_pb2.DeviceProperties(
-        type="GPU", num_cores=1, frequency=frequency_mhz, bandwidth=bandwidth_kb_s, memory_size=memory,
-        environment={"architecture": GPU_ARCHITECTURE})
+    return device_properties_pb2.DeviceProperties(**device_property_fields(device, memory_bytes, slowdown))
 
 
 def grappler_rates(properties: Any) -> tuple[float, float]:
@@ -163,19 +169,14 @@ def op_type_key(device: Device) -> tuple[str, float, float, int]:
     return (device.kind, float(flops), float(bandwidth), int(device.concurrency))
 
 
-def _tf_version() -> str:
-    import tensorflow as tf
-
-    return tf.__version__
-
-
-def _cache_key(graph: OpGraph, properties: Any) -> str:
+def _cache_key(graph: OpGraph, properties: dict[str, Any]) -> str:
+    """The cost cache's key of ``graph`` on a device of ``properties`` (:func:`device_property_fields`)."""
     digest = hashlib.sha256()
     digest.update(graph.graph_def)
     digest.update(graph.train_op.encode())
     digest.update("\0".join(graph.op_names.tolist()).encode())
-    digest.update(properties.SerializeToString(deterministic=True))
-    digest.update(json.dumps({"tf": _tf_version(), "v": COST_MODEL_VERSION}).encode())
+    digest.update(json.dumps({"properties": properties, "tf": tensorflow_version(), "v": COST_MODEL_VERSION},
+                             sort_keys=True).encode())
     return digest.hexdigest()[:20]
 
 
@@ -309,7 +310,7 @@ def analytical_costs(graph: OpGraph, cluster: Cluster, *, use_cache: bool = True
         key = op_type_key(device)
         if key in columns:
             continue
-        path = cache_dir() / f"costs-{_cache_key(graph, device_properties(device, UNLIMITED_MEMORY, SLOWDOWN))}.npz"
+        path = cache_dir() / f"costs-{_cache_key(graph, device_property_fields(device, UNLIMITED_MEMORY, SLOWDOWN))}.npz"
         cached = _load_cached(path, graph.n_ops) if use_cache and path.exists() else None
         if cached is not None:
             STATS["cache_hits"] += 1
@@ -325,7 +326,7 @@ def analytical_costs(graph: OpGraph, cluster: Cluster, *, use_cache: bool = True
         traffic += cluster.op_overhead_s
         seconds = np.maximum(seconds, traffic)
     unreported = max((u for _, u in columns.values()), default=0)
-    return OpCosts(seconds=seconds, source=f"{ANALYTICAL_SOURCE} (TF {_tf_version()})", n_unreported=unreported)
+    return OpCosts(seconds=seconds, source=f"{ANALYTICAL_SOURCE} (TF {tensorflow_version()})", n_unreported=unreported)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -41,19 +41,26 @@ def test_a_bad_argument_is_both_a_value_error_and_a_type_error():
     assert "ArgumentError" in pe.errors.__all__
 
 
-def test_making_the_env_prints_no_tensorflow_start_up_lines(tmp_path):
-    """Quiet by default: no absl / oneDNN / CPU-feature notices, unless the user's TF_CPP_MIN_LOG_LEVEL asks; an
-    empty graph cache makes the env build its benchmark, which imports TensorFlow."""
+def test_making_the_env_prints_no_tensorflow_start_up_lines_and_imports_tensorflow_only_to_build(tmp_path):
+    """Quiet by default: no absl / oneDNN / CPU-feature notices, unless the user's TF_CPP_MIN_LOG_LEVEL asks. An
+    empty graph cache makes the env build its benchmark and its costs, which imports TensorFlow; once they are
+    cached, making the env and taking a step do not import it."""
     import subprocess
     import sys
 
-    script = ("import gymnasium as gym, placement_env\n"
-              "env = gym.make('DevicePlacement-v0', benchmark='rnnlm-tiny')\nenv.reset(seed=0)\nprint('made')")
+    script = ("import sys, gymnasium as gym, placement_env\n"
+              "env = gym.make('DevicePlacement-v0', benchmark='rnnlm-tiny')\nenv.reset(seed=0)\n"
+              "env.step(env.action_space.sample())\nprint('made', 'tensorflow' in sys.modules)")
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
-    env["PLACEMENT_ENV_CACHE"] = str(tmp_path / "empty_cache")
-    quiet = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
-    assert quiet.returncode == 0 and quiet.stdout.strip() == "made", quiet.stderr[-2000:]
+
+    def run(cache: str, **extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                              env={**env, "PLACEMENT_ENV_CACHE": str(tmp_path / cache), **extra})
+
+    quiet = run("cache")
+    assert quiet.returncode == 0 and quiet.stdout.strip() == "made True", quiet.stderr[-2000:]
     assert "cpu_feature_guard" not in quiet.stderr and "absl::InitializeLog" not in quiet.stderr, quiet.stderr
-    asked = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                           env={**env, "TF_CPP_MIN_LOG_LEVEL": "0"}, timeout=300)
+    cached = run("cache")
+    assert cached.returncode == 0 and cached.stdout.strip() == "made False", cached.stderr[-2000:]
+    asked = run("another_cache", TF_CPP_MIN_LOG_LEVEL="0")
     assert asked.returncode == 0 and "cpu_feature_guard" in asked.stderr

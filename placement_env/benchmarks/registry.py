@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-from importlib import metadata
 import json
 import logging
 import re
@@ -37,7 +36,7 @@ from ..cache import cache_dir
 from ..errors import ArgumentError, GraphFormatError, UnknownBenchmarkError
 from ..grouping import DEFAULT_MAX_GROUPS, group_ops
 from ..opgraph import FORMAT_VERSION, OpGraph
-from ..quiet_tf import import_tensorflow_quietly
+from ..quiet_tf import import_tensorflow_quietly, tensorflow_version
 from .sizes import BLOCKS, DEEP, PARAMS, SYNTHETIC_PAPER
 
 PAPER_MODELS = ("rnnlm", "nmt", "inception_v3")
@@ -161,20 +160,8 @@ def _parameters(name: str, base_params: dict[str, Any], params: dict[str, Any]) 
     return {**base_params, **params}
 
 
-def _tensorflow_version() -> str:
-    """Installed TensorFlow version, read without importing TensorFlow (which takes seconds)."""
-    for distribution in ("tensorflow", "tensorflow-cpu", "tf-nightly"):
-        try:
-            return metadata.version(distribution)
-        except metadata.PackageNotFoundError:
-            continue
-    import tensorflow as tf
-
-    return tf.__version__
-
-
 def _cache_key(name: str, params: dict[str, Any]) -> str:
-    key = json.dumps({"name": name, "params": params, "tf": _tensorflow_version(), "builder": BUILDER_VERSION,
+    key = json.dumps({"name": name, "params": params, "tf": tensorflow_version(), "builder": BUILDER_VERSION,
                       "format": FORMAT_VERSION}, sort_keys=True)
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
