@@ -40,7 +40,7 @@ import numpy as np
 from .cache import cache_dir
 from .cluster import Cluster, Device
 from .opgraph import DEVICE_KINDS, OpGraph
-from .quiet_tf import tensorflow_version
+from .quiet_tf import import_tensorflow_quietly, tensorflow_version
 
 COST_MODEL_VERSION = 1  # bump when the way costs are derived changes (invalidates the cache)
 GPU_ARCHITECTURE = "6"  # grappler: 64 cores per multiprocessor for compute capability >= 6
@@ -195,6 +195,7 @@ def metagraph_for(graph: OpGraph) -> Any:
 
 def _measure_one_type(graph: OpGraph, device: Device) -> tuple[np.ndarray, int]:
     """Seconds per op with the whole graph on one virtual device like ``device``; unreported count."""
+    import_tensorflow_quietly()  # a graph loaded from a file may reach here before anything imported TF
     from tensorflow.core.protobuf import device_properties_pb2
     from tensorflow.python.grappler import cluster as gcluster
     from tensorflow.python.grappler import item as gitem
