@@ -9,6 +9,7 @@ program's own output; any real error during the import is still raised as usual.
 """
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from importlib import metadata
@@ -36,6 +37,7 @@ def import_tensorflow_quietly() -> ModuleType:
     return tensorflow
 
 
+@functools.cache  # read once per process: every graph and cost cache lookup asks for it
 def tensorflow_version() -> str:
     """The installed TensorFlow's version, read from its package metadata without importing it (which takes
     seconds); imported only where no distribution of it is found."""
