@@ -75,6 +75,8 @@ def test_an_ok_row_needs_a_finite_positive_runtime_of_sane_size(tmp_path, capsys
     ({"anytime": [[1, -0.5, 0.1]]}, "anytime[0][1] (runtime s) = -0.5; expected a finite number > 0"),
     ({"anytime": [[1.5, 0.5, 0.1]]}, "anytime[0][0] (evaluations) = 1.5; expected a non-negative integer"),
     ({"ok": False, "runtime_s": -1}, "runtime_s = -1; a row with ok false has null, NaN or a number >= 0"),
+    ({"host": "xeon"}, "host = 'xeon'; expected a JSON object of names to strings"),
+    ({"host": {"cpus": 2}}, "host = {'cpus': 2}; expected a JSON object of names to strings"),
     ({"ok": False, "runtime_s": "slow"}, "runtime_s = 'slow'; a row with ok false"),
 ])
 def test_each_bad_value_is_named_with_its_file_and_line(tmp_path, change, message):

@@ -24,9 +24,9 @@ from .device import Device
 from .host_transfer import HostTransfer
 from .load import load_cluster
 from .model import Cluster, topology_cluster
-from .presets import MAX_LOCAL_WORKERS, PRESETS, local_cluster, preset_names
+from .presets import MAX_LOCAL_WORKERS, PRESETS, digest_is_portable, local_cluster, preset_names
 from .probe import cluster_from_spec
 from .topology import Link, Topology
 
-__all__ = ["Cluster", "Device", "HostTransfer", "Link", "Topology", "topology_cluster", "load_cluster", "cluster_from_spec", "PRESETS", "preset_names", "local_cluster",
+__all__ = ["Cluster", "Device", "HostTransfer", "Link", "Topology", "topology_cluster", "load_cluster", "cluster_from_spec", "PRESETS", "preset_names", "local_cluster", "digest_is_portable",
            "MAX_LOCAL_WORKERS"]

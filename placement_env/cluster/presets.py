@@ -147,7 +147,8 @@ def local_cluster(n: int) -> Cluster:
     """``n`` real local TF worker processes, one CPU device each, one intra- and inter-op thread.
 
     Speeds, the loopback link and the CPU cost of a transfer are conservative constants that
-    calibration replaces later.
+    calibration replaces later. Each worker's memory is its share of this host's RAM, so the
+    cluster's digest differs from host to host (see ``digest_is_portable``).
     """
     if not is_int(n) or not 1 <= n <= MAX_LOCAL_WORKERS:
         raise bad("n", n, f"an integer from 1 to {MAX_LOCAL_WORKERS} (one TF server process each)")
@@ -168,6 +169,13 @@ def local_cluster(n: int) -> Cluster:
     # per-byte cost of its own (1 TB/s, effectively free).
     return linked_cluster(f"local:{n}", workers, lambda a, b: (1e12, 50e-6), local_workers=n,
                           host_transfer=HostTransfer(per_tensor_s=50e-6, bandwidth=2.0 * GB))
+
+
+def digest_is_portable(cluster: Cluster) -> bool:
+    """Whether ``cluster.digest`` is the same on every host: false for a ``local:N`` cluster, whose workers'
+    memory is this host's RAM shared out (``local_cluster``). A result or frozen task on such a cluster is
+    checked by its name, which fixes the number of workers, the one thing a measurement on it depends on."""
+    return not cluster.local_workers
 
 
 PRESETS: Mapping[str, Callable[[], Cluster]] = MappingProxyType({

@@ -285,7 +285,7 @@ def verify(benchmark: Benchmark, *, progress: bool = True) -> list[str]:
     from tqdm import tqdm
 
     from ..benchmarks import BUILDER_VERSION, load_benchmark
-    from ..cluster import load_cluster
+    from ..cluster import digest_is_portable, load_cluster
     from ..runtime.simulated import SIMULATOR_VERSION
 
     found = []
@@ -300,7 +300,10 @@ def verify(benchmark: Benchmark, *, progress: bool = True) -> list[str]:
         if digest != entry.get("graph_digest", entry.get("digest")):
             found.append(f"{track}: graph {entry['benchmark']} has digest {digest}, frozen "
                          f"{entry.get('graph_digest', entry.get('digest'))}")
-        if "cluster_digest" in entry and load_cluster(entry["cluster"]).digest != entry["cluster_digest"]:
-            found.append(f"{track}: cluster {entry['cluster']} has digest {load_cluster(entry['cluster']).digest}, "
+        if "cluster_digest" not in entry:
+            continue
+        cluster = load_cluster(entry["cluster"])
+        if cluster.digest != entry["cluster_digest"] and digest_is_portable(cluster):
+            found.append(f"{track}: cluster {entry['cluster']} has digest {cluster.digest}, "
                          f"frozen {entry['cluster_digest']}")
     return found

@@ -38,8 +38,9 @@ COLUMNS = ("suite", "task", "benchmark", "cluster", "runtime", "method", "seed",
            "runtime_s", "ok", "failure", "message", "evaluations", "wall_s", "lower_bound_s", "versions")
 # Columns a row may lack (rows written before they were recorded): the best-so-far record and the method's arguments;
 # the import options of a task's TF or Keras graph file, which only its rows have; and, for a measured row, the
-# simulated step time of its placement and the measured step time of its task's anchor placement in the same run.
-OPTIONAL_COLUMNS = ("anytime", "method_args", "graph_options", "simulated_s", "method_info", "anchor_s")
+# simulated step time of its placement, the measured step time of its task's anchor placement in the same run and
+# the machine it was measured on (host.host_description).
+OPTIONAL_COLUMNS = ("anytime", "method_args", "graph_options", "simulated_s", "method_info", "anchor_s", "host")
 # A measured row's anchor placement: every group on this device (the first worker of a local:N cluster).
 ANCHOR_DEVICE = 0
 # The failure of a row whose method could not run as configured (a MethodConfigError): like an infrastructure
@@ -213,6 +214,10 @@ def check_row(row: Any, where: str) -> dict[str, Any]:
         _check_number(row["anchor_s"], "anchor_s", where, above=True, maximum=MAX_SECONDS)
     if "method_info" in row:
         _check_method_info(row["method_info"], where)
+    if "host" in row and not (isinstance(row["host"], dict) and all(
+            isinstance(key, str) and isinstance(value, str) for key, value in row["host"].items())):
+        raise ResultsFormatError(f"{where}: host = {show(row['host'])}; expected a JSON object of names to strings "
+                                 '(e.g. {"cpu": ..., "cpus": ..., "vector": ...})')
     _check_method(row, where)
     return row
 

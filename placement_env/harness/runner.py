@@ -12,7 +12,8 @@ presets of built-in methods, the same names as before methods took arguments). A
 
 A measured row also records the simulator's step time of its placement (``simulated_s``) and the step time of the
 task's anchor placement, every group on device 0, measured right after it on the same workers (``anchor_s``), which
-the scores divide measured step times by (``score``).
+the scores divide measured step times by (``score``), and the machine it ran on (``host``: processor, cores and
+widest vector extension, :mod:`.host`).
 
 A rerun with the same results file skips the rows already there, so an interrupted run resumes
 without redoing or losing finished work. A method that raises (e.g. the expert has no placement
@@ -38,6 +39,7 @@ from ..evaluation import Evaluator
 from ..placement import INFRASTRUCTURE, Measurement, allowed_devices
 from ..problem import BUILT_IN_METHODS, MethodSpec, Problem, method, solve
 from . import placebench
+from .host import host_description
 from .results import (ANCHOR_DEVICE, CONFIGURATION, UNFINISHED, ResultsWriter, anchor_placement, expected_number,
                       versions)
 from .suites import Task, resolve_suite
@@ -254,5 +256,5 @@ def run_one(suite: str, run: Run, evaluators: dict[str, Evaluator]) -> dict[str,
                    info=dict(solution.info))
         row.update(_simulated(evaluator, solution.placement, m))
     if evaluator.runtime == "measured" and row["failure"] not in UNFINISHED:
-        row.update(_anchor(evaluator))
+        row.update(_anchor(evaluator), host=host_description())
     return row

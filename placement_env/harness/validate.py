@@ -34,13 +34,14 @@ from typing import Any
 
 from tqdm import tqdm
 
-from ..cluster import Cluster, load_cluster
+from ..cluster import Cluster, digest_is_portable, load_cluster
 from ..errors import (DriverError, InvalidPlacementError, IsolationError, PlacementEnvError, ResultsFormatError,
                       UnknownSuiteError)
 from ..evaluation import Evaluator
 from ..placement import INFRASTRUCTURE, Measurement
 from ..runtime.simulated import SIMULATOR_VERSION, model_changed_since
 from . import placebench
+from .host import host_description
 from .results import anchor_placement, expected_number, method_label, read_results, show
 from .task_graph import graph_file_digest, load_task_graph
 
@@ -77,8 +78,8 @@ def _stale_reason(row: dict[str, Any], evaluator: Evaluator) -> str:
     simulator = made.get("simulator")
     if row["runtime"] == "sim" and simulator is not None and model_changed_since(str(simulator), cluster):
         return f"made by simulator version {simulator}; this is version {SIMULATOR_VERSION}"
-    digest = made.get("cluster")
-    if digest is not None and digest != cluster.digest:
+    digest = made.get("cluster")  # a local:N cluster's digest holds its host's RAM: such rows are checked by name
+    if digest is not None and digest != cluster.digest and digest_is_portable(cluster):
         return (f"made on cluster {row['cluster']!r} as defined then (digest {digest}); it is now defined "
                 f"differently (digest {cluster.digest})")
     digest = made.get("opgraph")  # a graph file's rows are checked by the file's digest below (an import may name
@@ -180,11 +181,24 @@ def _compare(number: int, row: dict[str, Any], m: Measurement, tolerance: float,
         if not math.isclose(ratio, replayed, rel_tol=tolerance):
             return Mismatch(number, row, f"runtime_s / anchor_s = {ratio:.4g} but the replay measures {replayed:.4g} "
                                          f"({m.runtime_s:.6g} s over {anchor.runtime_s:.6g} s; tolerance "
-                                         f"{tolerance:.0%})")
+                                         f"{tolerance:.0%}){_other_host(row)}")
     elif not math.isclose(claimed, m.runtime_s, rel_tol=tolerance):
         return Mismatch(number, row, f"runtime_s={claimed:.6g} but the replay measures {m.runtime_s:.6g} "
-                                     f"(tolerance {tolerance:.0%})")
+                                     f"(tolerance {tolerance:.0%}){_other_host(row)}")
     return None
+
+
+def _other_host(row: dict[str, Any]) -> str:
+    """"; measured on <host>, replayed on <this host>" where the row records a host other than this one, else ""."""
+    made, here = row.get("host"), host_description()
+    if not made or made == here:
+        return ""
+    return f"; measured on {_host_label(made)}, replayed on {_host_label(here)}"
+
+
+def _host_label(host: dict[str, str]) -> str:
+    """A host of ``host.host_description`` in words."""
+    return f"{host.get('cpu') or '?'}, {host.get('cpus') or '?'} cpus, {host.get('vector') or 'no avx'}"
 
 
 def _replay_anchor(row: dict[str, Any], evaluator: Any, m: Measurement) -> Measurement | None:
