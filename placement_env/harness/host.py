@@ -33,11 +33,16 @@ def _cpuinfo_fields(path: str = CPUINFO) -> dict[str, str]:
 
 
 @functools.cache
-def host_description() -> dict[str, str]:
-    """``{"cpu": model name, "cpus": logical cores, "vector": widest vector extension}`` of this machine, as strings
-    ("" where it cannot be read)."""
+def _this_host() -> tuple[tuple[str, str], ...]:
+    """This machine's description, read once per process (immutable, so the cache cannot be changed by a caller)."""
     fields = _cpuinfo_fields()
     flags = set(fields.get("flags", "").split())
-    return {"cpu": fields.get("model name") or platform.processor(),
-            "cpus": str(os.cpu_count() or ""),
-            "vector": next((name for name in VECTOR_EXTENSIONS if name in flags), "")}
+    return (("cpu", fields.get("model name") or platform.processor()),
+            ("cpus", str(os.cpu_count() or "")),
+            ("vector", next((name for name in VECTOR_EXTENSIONS if name in flags), "")))
+
+
+def host_description() -> dict[str, str]:
+    """``{"cpu": model name, "cpus": logical cores, "vector": widest vector extension}`` of this machine, as strings
+    ("" where it cannot be read); a new dict each call."""
+    return dict(_this_host())
