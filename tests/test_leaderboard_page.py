@@ -193,3 +193,21 @@ def test_bad_input_gets_clear_errors_from_the_command(tmp_path, capsys):
     os.symlink(tmp_path, tmp_path / "link")
     with pytest.raises(OutputPathError, match="symbolic link"):
         write_leaderboard([results], tmp_path / "link")
+
+
+def test_a_table_measured_on_two_machines_says_so(tmp_path):
+    from test_score import measured, on
+
+    xeon = {"cpu": "Intel Xeon", "cpus": "2", "vector": "amx_tile"}
+    rows = [on(measured(t, "single_cpu", s, 0.010, 0.010, placement=(0, 0))) for t in "ab" for s in (0, 1)]
+    rows += [on(measured(t, "hill_climbing", s, 0.009, 0.010), digest="38a2bff2c755b4a9", host=xeon)
+             for t in "ab" for s in (0, 1)]
+    page = write_leaderboard([_write_rows(tmp_path / "r.jsonl", rows)], tmp_path / "board").read_text()
+    assert "**Measured on more than one machine.**" in page
+    assert "- `local:2 4ce531de`: `single_cpu`" in page
+    assert "- `local:2 38a2bff2` (host: Intel Xeon, 2 cpus, amx_tile): `hill_climbing`" in page
+    table = {r["method"]: r for r in csv.DictReader(open(tmp_path / "board" / "leaderboard.csv"))}
+    assert table["single_cpu"]["machines"] == "local:2 4ce531de"
+    one_machine = [r for r in rows if r["method"] == "single_cpu"]
+    page = write_leaderboard([_write_rows(tmp_path / "one.jsonl", one_machine)], tmp_path / "one").read_text()
+    assert "more than one machine" not in page

@@ -212,3 +212,34 @@ def test_a_runs_anchors_say_whether_the_machine_was_steady():
     assert lines[2].startswith(f"warning: the same placement measured more than {STEADY_SPREAD:.0%} apart within this "
                                "run on 1 of 2 tasks (b)")
     assert len(lines) == 3 and steadiness_lines(steady) == lines[:1] and steadiness_lines(SEARCH) == []
+
+
+def on(machine_row, cluster="local:2", digest="4ce531de0c219d0d", host=None):
+    """``machine_row`` as measured on a ``cluster`` whose definition has ``digest``, on ``host`` (None: not
+    recorded)."""
+    out = {**machine_row, "cluster": cluster, "versions": {"cluster": digest}}
+    return out if host is None else {**out, "host": host}
+
+
+def test_each_standing_names_the_machines_its_measured_rows_ran_on():
+    from placement_env.harness.score import machine_marks, mixed_machines
+
+    xeon = {"cpu": "Intel Xeon", "cpus": "2", "vector": "amx_tile"}
+    old = [on(measured("a", "single_cpu", 0, 0.010, 0.010, placement=(0, 0))),
+           on(measured("b", "single_cpu", 0, 0.010, 0.010, placement=(0, 0)), "local:3", "d85444be34ece771")]
+    new = [on(measured("a", "hill_climbing", 0, 0.009, 0.010, budget=10, evaluations=10), digest="38a2bff2c755b4a9",
+              host=xeon)]
+    assert machine_marks(new[0]) == {"local:2 38a2bff2", "host: Intel Xeon, 2 cpus, amx_tile"}
+    assert machine_marks(row("a", "heft", 0, 1.0)) == set()  # simulated: no machine
+    table = standings(old + new + HEURISTICS)
+    assert by(table, "single_cpu").machines == ("local:2 4ce531de", "local:3 d85444be")
+    assert by(table, "expert").machines == ()
+    # local:2 and local:3 of one host have different digests: not a mix
+    assert not mixed_machines([by(table, "single_cpu"), by(table, "expert")])
+    assert mixed_machines([by(table, "single_cpu"), by(table, "hill_climbing", 10)])  # local:2 under two digests
+    amd = {**xeon, "cpu": "AMD EPYC", "vector": "avx2"}
+    same_digest = [on(measured("a", m, 0, 0.010, 0.010, budget=10, evaluations=10), host=h)
+                   for m, h in (("hill_climbing", xeon), ("random_search", amd))]
+    assert mixed_machines(standings(same_digest))  # same memory, two recorded hosts
+    unrecorded = [on(measured("a", "random_search", 0, 0.010, 0.010, budget=10, evaluations=10))]
+    assert not mixed_machines(standings(same_digest[:1] + unrecorded))  # one digest, one recorded host

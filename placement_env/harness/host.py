@@ -46,3 +46,8 @@ def host_description() -> dict[str, str]:
     """``{"cpu": model name, "cpus": logical cores, "vector": widest vector extension}`` of this machine, as strings
     ("" where it cannot be read); a new dict each call."""
     return dict(_this_host())
+
+
+def host_label(host: dict[str, str]) -> str:
+    """A host of ``host_description`` in words."""
+    return f"{host.get('cpu') or '?'}, {host.get('cpus') or '?'} cpus, {host.get('vector') or 'no avx'}"

@@ -4,7 +4,8 @@ per track, with the declared fields of the submitted methods beside them.
 ``write_leaderboard(files, out_dir, submissions=...)`` reads the files (a row key in two files is an error: a
 method's row has one source), scores them (``score.standings``) and writes, through an ``OutputFolder`` (nothing is
 written through a symbolic link), ``leaderboard.md`` (per track its plot, then per budget the methods by score and
-the leading methods' mean step time per task), ``leaderboard.csv`` (a line per track, budget and method) and
+the leading methods' mean step time per task, and a warning with each method's machines where a table's
+measured rows ran on more than one), ``leaderboard.csv`` (a line per track, budget and method) and
 ``<track>.png`` (score against budget).
 """
 from __future__ import annotations
@@ -26,7 +27,7 @@ from ..render.table import markdown_row, markdown_text, plot_text
 from .bounds_file import bound_of, gap, read_bounds
 from .leaderboard import png
 from .results import finished, method_label, read_rows, row_key
-from .score import CONFIDENCE, Standing, references, standings
+from .score import CONFIDENCE, HOST_MARK, Standing, mixed_machines, references, standings
 from .submission import check_submissions, read_submission
 
 if TYPE_CHECKING:
@@ -150,8 +151,30 @@ def leaderboard_markdown(table: Sequence[Standing], refs: dict[tuple[str, str], 
                     above = mean_gap(s, suite, task_bounds)
                     cells.append("-" if above is None else f"+{above:.1%}")
                 lines.append("| " + " | ".join(cells) + " |")
-            lines += ["", *_task_table(suite, members, refs, task_bounds), ""]
+            lines += ["", *_machines_note(members), *_task_table(suite, members, refs, task_bounds), ""]
     return "\n".join(lines)
+
+
+def _machines_note(members: Sequence[Standing]) -> list[str]:
+    """A warning, with the machines each method's rows ran on, where a table's measured rows come from more than
+    one machine (``score.mixed_machines``); none otherwise."""
+    if not mixed_machines(members):
+        return []
+    methods_on: dict[tuple[str, ...], list[str]] = defaultdict(list)  # cluster digests -> methods
+    hosts_of: dict[tuple[str, ...], set[str]] = defaultdict(set)  # cluster digests -> the hosts rows recorded
+    for s in members:
+        digests = tuple(mark for mark in s.machines if not mark.startswith(HOST_MARK))
+        methods_on[digests].append(s.method)
+        hosts_of[digests].update(mark.removeprefix(HOST_MARK) for mark in s.machines if mark.startswith(HOST_MARK))
+    lines = ["**Measured on more than one machine.** The anchor evens out a machine's speed, not its balance of "
+             "compute against copies between workers, so scores compare only between methods measured on one "
+             "machine. The machines (a `local:N` cluster's digest holds its host's memory; the host where rows "
+             "recorded it), and whose rows ran there:", ""]
+    for digests, methods in methods_on.items():
+        hosts = "; ".join(markdown_text(host) for host in sorted(hosts_of[digests]))
+        lines.append(f"- {', '.join(_code(mark) for mark in digests) or 'simulated only'}"
+                     + (f" (host: {hosts})" if hosts else "") + ": " + ", ".join(_code(m) for m in methods))
+    return [*lines, ""]
 
 
 def mean_gap(standing: Standing, suite: str, task_bounds: dict[tuple[str, str], float]) -> float | None:
@@ -196,7 +219,7 @@ def _task_table(suite: str, members: Sequence[Standing], refs: dict[tuple[str, s
 
 CSV_COLUMNS = ("suite", "budget", "method", "score", "low", "high", "seeds", "missing_tasks", "missing_rows",
                "unreferenced_tasks", "rows", "failures", "wall_s_mean", "wall_s_total", "evaluations_to_beat_reference",
-               "rows_that_beat_reference", "submission", "open_source", "deterministic", "code")
+               "rows_that_beat_reference", "submission", "open_source", "deterministic", "code", "machines")
 
 
 def leaderboard_csv(table: Sequence[Standing], declared: dict[str, dict[str, Any]] | None = None) -> str:
@@ -212,7 +235,7 @@ def leaderboard_csv(table: Sequence[Standing], declared: dict[str, dict[str, Any
             else (sub["name"], sub["open_source"], sub["deterministic"], sub["code"])
         writer.writerow([s.suite, s.budget, s.method, s.score, low, high, len(s.seeds), s.missing_tasks, s.missing_rows,
                          s.unreferenced, s.rows, s.failures, round(s.wall_s, 6), round(s.wall_total_s, 6), s.to_beat,
-                         s.beat, *origin])
+                         s.beat, *origin, "; ".join(s.machines)])
     return out.getvalue()
 
 

@@ -20,6 +20,11 @@ days when the machine ran at different speeds compare, and so do rows measured o
 row without an anchor (written before rows recorded one) takes the mean step time of the rows without one that
 placed the anchor placement itself, on the same suite and task. A measured task with a row that has neither is
 scored in seconds, as a simulated one.
+
+The anchor evens out a machine's speed, not its balance of compute against copies, so measured rows from different
+machines still compare poorly. Each standing names the machines its measured rows ran on (``machine_marks``: the
+``local:N`` definition's digest, which holds the host's memory, and the recorded host where there is one), and
+``mixed_machines`` tells which tables hold rows of more than one.
 """
 from __future__ import annotations
 
@@ -33,6 +38,7 @@ import numpy as np
 from ..env.rewards import DEFAULT_FAILING_SIGNAL_S
 from ..problem import ZERO_BUDGET_HEURISTICS
 from . import placebench
+from .host import host_label
 from .leaderboard import evaluations_to_beat, in_key_order
 from .results import ANCHOR_DEVICE, finished, method_label
 
@@ -68,6 +74,7 @@ class Standing:
     beat: int  # rows that beat the reference
     task_means: dict[str, float] = field(default_factory=dict)  # mean charged step time per task, over seeds
     anchored: set[str] = field(default_factory=set)  # tasks whose step times are over the anchor's (no unit)
+    machines: tuple[str, ...] = ()  # machine_marks of its measured rows, sorted
 
 
 def failed(row: dict[str, Any]) -> bool:
@@ -132,6 +139,38 @@ def anchors(rows: Iterable[dict[str, Any]]) -> dict[tuple, float]:
         else:
             found[row_key(row)] = float(anchor)
     return {key: anchor for key, anchor in found.items() if key[:2] not in unanchored}
+
+
+DIGEST_SHOWN = 8  # leading hex digits of a cluster digest that name it on a page
+HOST_MARK = "host: "  # how a machine mark that is a recorded host begins
+
+
+def machine_marks(row: dict[str, Any]) -> set[str]:
+    """What tells the machine a measured row ran on from another: ``"<cluster> <digest>"`` (a ``local:N``
+    cluster's digest holds the host's memory, so it differs between hosts that differ in memory) and
+    ``"host: <host_label>"`` where the row records its host; none for a simulated row."""
+    if row.get("runtime") != "measured":
+        return set()
+    digest = (row.get("versions") or {}).get("cluster")
+    marks = {f"{row['cluster']} {str(digest)[:DIGEST_SHOWN]}"} if digest else set()
+    if row.get("host"):
+        marks.add(HOST_MARK + host_label(row["host"]))
+    return marks
+
+
+def mixed_machines(members: Sequence["Standing"]) -> bool:
+    """Whether the measured rows of ``members`` (one table: a track at a budget) ran on more than one machine: one
+    cluster name under two digests, or two recorded hosts."""
+    digests: dict[str, set[str]] = defaultdict(set)
+    hosts = set()
+    for s in members:
+        for mark in s.machines:
+            if mark.startswith(HOST_MARK):
+                hosts.add(mark)
+            else:
+                name, digest = mark.rsplit(" ", 1)
+                digests[name].add(digest)
+    return len(hosts) > 1 or any(len(found) > 1 for found in digests.values())
 
 
 def scored_time(row: dict[str, Any], anchor_of: dict[tuple, float]) -> float:
@@ -253,7 +292,8 @@ def standings(rows: Iterable[dict[str, Any]]) -> list[Standing]:
             task_means={task: float(np.mean([scored_time(by_seed[s][task], anchor_of) for s in by_seed
                                              if task in by_seed[s]]))
                         for task in tasks if any(task in by_seed[s] for s in by_seed)},
-            anchored={task for task in tasks if (suite, task) in anchored}))
+            anchored={task for task in tasks if (suite, task) in anchored},
+            machines=tuple(sorted(set().union(*map(machine_marks, members))))))
     out.sort(key=lambda s: (suite_order(s.suite), s.budget, s.score is None, -(s.score or 0.0), s.method))
     return out
 

@@ -41,7 +41,7 @@ from ..evaluation import Evaluator
 from ..placement import INFRASTRUCTURE, Measurement
 from ..runtime.simulated import SIMULATOR_VERSION, model_changed_since
 from . import placebench
-from .host import host_description
+from .host import host_description, host_label
 from .results import anchor_placement, expected_number, method_label, read_results, show
 from .task_graph import graph_file_digest, load_task_graph
 
@@ -193,12 +193,7 @@ def _other_host(row: dict[str, Any]) -> str:
     made, here = row.get("host"), host_description()
     if not made or made == here:
         return ""
-    return f"; measured on {_host_label(made)}, replayed on {_host_label(here)}"
-
-
-def _host_label(host: dict[str, str]) -> str:
-    """A host of ``host.host_description`` in words."""
-    return f"{host.get('cpu') or '?'}, {host.get('cpus') or '?'} cpus, {host.get('vector') or 'no avx'}"
+    return f"; measured on {host_label(made)}, replayed on {host_label(here)}"
 
 
 def _replay_anchor(row: dict[str, Any], evaluator: Any, m: Measurement) -> Measurement | None:
