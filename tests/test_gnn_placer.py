@@ -562,3 +562,22 @@ def test_local_moves_in_an_update_stay_next_to_the_best_placement(tiny):
         assert len({p.tobytes() for p in moved}) == 3
         assert stats.success_rate in (0.0, 1 / 3, 2 / 3, 1.0)  # of the three samples
     assert task.problem.evaluations == 24
+
+
+def test_fine_tuning_on_two_threads_repeats_bit_for_bit():
+    """Two fine-tunings from one seed on two torch threads end on the same weights (without torch's
+    deterministic algorithms some CPU sums change order from run to run on two threads)."""
+    from agents.common.torch_threads import torch_threads
+    from agents.gnn_placer.harness import FINE_TUNING, _network
+
+    graph = pe.load_benchmark("gpt2")
+    weights = []
+    for _ in range(2):
+        net, config, _ = _network("placebench-v1")
+        task = task_of(graph, "dgx1-v100-4gpu")
+        with torch_threads(2):
+            trainer = Trainer(net, dataclasses.replace(config, **FINE_TUNING), seed=3)
+            for _ in range(6):
+                trainer.update([task], 16)
+        weights.append(torch.cat([v.flatten() for v in net.state_dict().values()]))
+    assert torch.equal(weights[0], weights[1])

@@ -1,10 +1,11 @@
-"""How many threads torch runs the agents on.
+"""How many threads torch runs the agents on, with its deterministic algorithms.
 
 A seeded run's float sums, so what it learns, depend on torch's thread count, and torch's default is
 one thread per core: the same seed would give another run on a machine with another number of cores
 (docs/findings.md). So the harness
 methods run on a set count, ``$AGENT_TORCH_THREADS`` or :data:`HARNESS_THREADS`, and the command lines
-take ``--threads``. The trainers flush denormal floats to zero on their thread (:class:`Trainer`), a
+take ``--threads``. On more than one thread some of torch's CPU ops also sum in an order that changes from run to
+run, so both run with ``torch.use_deterministic_algorithms`` on (on one thread it gives the same floats). The trainers flush denormal floats to zero on their thread (:class:`Trainer`), a
 processor state that would leak into the caller's own float code; :func:`caller_float_mode_kept` puts
 it back after a harness method or a training run.
 """
@@ -31,28 +32,39 @@ def harness_threads() -> int:
     return int(text)
 
 
+def _use_threads(threads: int) -> None:
+    """torch on ``threads`` threads with its deterministic algorithms (a warning, not an error, for an op that has
+    none)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
 @contextmanager
 def torch_threads(threads: int) -> Iterator[None]:
-    """torch on ``threads`` threads inside, back as it was after."""
+    """torch on ``threads`` threads with its deterministic algorithms inside, back as it was after."""
     import torch
 
     previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    _use_threads(threads)
     try:
         yield
     finally:
         torch.set_num_threads(previous)
+        torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
 
 
 def start_command(threads: int) -> None:
     """What a command line does once its flags are checked, before it builds anything: TensorFlow imported
-    without its start-up notices (which would bury the progress bar), torch on ``threads`` threads (``--threads``)."""
-    import torch
-
+    without its start-up notices (which would bury the progress bar), torch on ``threads`` threads (``--threads``)
+    with its deterministic algorithms."""
     from placement_env import import_tensorflow_quietly
 
     import_tensorflow_quietly()
-    torch.set_num_threads(threads)
+    _use_threads(threads)
 
 
 def denormals_flushed() -> bool:
