@@ -1,13 +1,12 @@
 """How many threads torch runs the agents on, with its deterministic algorithms.
 
-A seeded run's float sums, so what it learns, depend on torch's thread count, and torch's default is
-one thread per core: the same seed would give another run on a machine with another number of cores
-(docs/findings.md). So the harness
-methods run on a set count, ``$AGENT_TORCH_THREADS`` or :data:`HARNESS_THREADS`, and the command lines
-take ``--threads``. On more than one thread some of torch's CPU ops also sum in an order that changes from run to
-run, so both run with ``torch.use_deterministic_algorithms`` on (on one thread it gives the same floats). The trainers flush denormal floats to zero on their thread (:class:`Trainer`), a
-processor state that would leak into the caller's own float code; :func:`caller_float_mode_kept` puts
-it back after a harness method or a training run.
+A seeded run's float sums, so what it learns, depend on torch's thread count, and torch's default is one thread per
+core: the same seed would give another run on a machine with another number of cores (docs/findings.md). So the
+harness methods run on a set count, ``$AGENT_TORCH_THREADS`` or :data:`HARNESS_THREADS`, and the command lines take
+``--threads``. On more than one thread some of torch's CPU ops also sum in an order that changes from run to run, so
+both run with ``torch.use_deterministic_algorithms`` on (on one thread it gives the same floats). The trainers flush
+denormal floats to zero on their thread (:class:`Trainer`), a processor state that would leak into the caller's own
+float code; :func:`caller_float_mode_kept` puts it back after a harness method or a training run.
 """
 from __future__ import annotations
 
