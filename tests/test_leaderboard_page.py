@@ -206,6 +206,16 @@ def test_a_table_measured_on_two_machines_says_so(tmp_path):
     assert "**Measured on more than one machine.**" in page
     assert "- `local:2 4ce531de`: `single_cpu`" in page
     assert "- `local:2 38a2bff2` (host: Intel Xeon, 2 cpus, amx_tile): `hill_climbing`" in page
+    epyc = {"cpu": "AMD EPYC", "cpus": "2", "vector": "avx512f"}  # another host with the same memory, so digest
+    rows += [on(measured(t, "random_search", s, 0.009, 0.010), digest="38a2bff2c755b4a9", host=epyc)
+             for t in "ab" for s in (0, 1)]
+    rows += [on(measured(t, "brkga", s, 0.009, 0.010), digest="38a2bff2c755b4a9", host=(xeon, epyc)[s])
+             for t in "ab" for s in (0, 1)]
+    page = write_leaderboard([_write_rows(tmp_path / "r.jsonl", rows)], tmp_path / "board").read_text()
+    assert "- `local:2 38a2bff2` (host: Intel Xeon, 2 cpus, amx_tile): `hill_climbing`\n" in page
+    assert "- `local:2 38a2bff2` (host: AMD EPYC, 2 cpus, avx512f): `random_search`\n" in page
+    assert ("- `local:2 38a2bff2` (rows from 2 hosts: AMD EPYC, 2 cpus, avx512f; Intel Xeon, 2 cpus, amx_tile): "
+            "`brkga`\n") in page
     table = {r["method"]: r for r in csv.DictReader(open(tmp_path / "board" / "leaderboard.csv"))}
     assert table["single_cpu"]["machines"] == "local:2 4ce531de"
     one_machine = [r for r in rows if r["method"] == "single_cpu"]

@@ -157,23 +157,25 @@ def leaderboard_markdown(table: Sequence[Standing], refs: dict[tuple[str, str], 
 
 def _machines_note(members: Sequence[Standing]) -> list[str]:
     """A warning, with the machines each method's rows ran on, where a table's measured rows come from more than
-    one machine (``score.mixed_machines``); none otherwise."""
+    one machine (``score.mixed_machines``); none otherwise. Methods are grouped by their whole set of machine
+    marks, so two hosts that share a ``local:N`` digest get a line each, and a method whose rows come from both
+    gets a line of its own naming both."""
     if not mixed_machines(members):
         return []
-    methods_on: dict[tuple[str, ...], list[str]] = defaultdict(list)  # cluster digests -> methods
-    hosts_of: dict[tuple[str, ...], set[str]] = defaultdict(set)  # cluster digests -> the hosts rows recorded
+    methods_on: dict[tuple[str, ...], list[str]] = defaultdict(list)  # machine marks -> methods
     for s in members:
-        digests = tuple(mark for mark in s.machines if not mark.startswith(HOST_MARK))
-        methods_on[digests].append(s.method)
-        hosts_of[digests].update(mark.removeprefix(HOST_MARK) for mark in s.machines if mark.startswith(HOST_MARK))
+        methods_on[s.machines].append(s.method)
     lines = ["**Measured on more than one machine.** The anchor evens out a machine's speed, not its balance of "
              "compute against copies between workers, so scores compare only between methods measured on one "
              "machine. The machines (a `local:N` cluster's digest holds its host's memory; the host where rows "
              "recorded it), and whose rows ran there:", ""]
-    for digests, methods in methods_on.items():
-        hosts = "; ".join(markdown_text(host) for host in sorted(hosts_of[digests]))
-        lines.append(f"- {', '.join(_code(mark) for mark in digests) or 'simulated only'}"
-                     + (f" (host: {hosts})" if hosts else "") + ": " + ", ".join(_code(m) for m in methods))
+    for marks, methods in methods_on.items():
+        digests = [mark for mark in marks if not mark.startswith(HOST_MARK)]
+        hosts = [markdown_text(mark.removeprefix(HOST_MARK)) for mark in marks if mark.startswith(HOST_MARK)]
+        where = (f" (host: {hosts[0]})" if len(hosts) == 1
+                 else f" (rows from {len(hosts)} hosts: {'; '.join(hosts)})" if hosts else "")
+        lines.append(f"- {', '.join(_code(mark) for mark in digests) or 'simulated only'}{where}: "
+                     + ", ".join(_code(m) for m in methods))
     return [*lines, ""]
 
 
