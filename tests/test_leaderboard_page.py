@@ -206,7 +206,7 @@ def test_a_table_measured_on_two_machines_says_so(tmp_path):
     assert "**Measured on more than one machine.**" in page
     assert "- `local:2 4ce531de`: `single_cpu`" in page
     assert "- `local:2 38a2bff2` (host: Intel Xeon, 2 cpus, amx_tile): `hill_climbing`" in page
-    epyc = {"cpu": "AMD EPYC", "cpus": "2", "vector": "avx512f"}  # another host with the same memory, so digest
+    epyc = {"cpu": "AMD EPYC", "cpus": "2", "vector": "avx512f"}  # another host, same memory: same digest
     rows += [on(measured(t, "random_search", s, 0.009, 0.010), digest="38a2bff2c755b4a9", host=epyc)
              for t in "ab" for s in (0, 1)]
     rows += [on(measured(t, "brkga", s, 0.009, 0.010), digest="38a2bff2c755b4a9", host=(xeon, epyc)[s])
